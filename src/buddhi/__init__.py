@@ -1,0 +1,1 @@
+"""buddhi: the escalation supervisor of seed 002."""

@@ -1,0 +1,1 @@
+"""pybb: the repair controller of seed 000, built on the blackboard kernel."""
