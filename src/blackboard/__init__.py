@@ -1,0 +1,91 @@
+"""blackboard: the board kernel (seed 001).
+
+A model declares regions (append-only levels and versioned premises), registered agents
+and an optional admission rule; ``create_model`` opens a run of it on a store. Every
+write goes through ``model.control``; ``model.reader`` reads levels, premises, the log,
+and the board at any past sequence number.
+"""
+
+from blackboard._control import BOARD_WRITER, Control, TerminationPredicate
+from blackboard._model import Model, create_model
+from blackboard._reader import BoardReader
+from blackboard._records import (
+    BoardState,
+    Contribution,
+    Notification,
+    Outcome,
+    PremiseState,
+    Record,
+    RecordKind,
+    RunStatus,
+)
+from blackboard._regions import Agent, Level, Premise, Region
+from blackboard._writes import (
+    Accept,
+    AdmissionRule,
+    Conflict,
+    ProposedContribution,
+    ProposedPremiseWrite,
+    ProposedWrite,
+    Reject,
+    Rejected,
+    RejectionCause,
+    WriteResult,
+    Written,
+)
+from blackboard.errors import (
+    AdmissionRuleError,
+    BlackboardError,
+    ContentError,
+    IdempotencyKeyError,
+    ModelError,
+    ModelMismatchError,
+    RegionKindError,
+    SequenceError,
+    StoreError,
+    UndeclaredRegionError,
+    WriterError,
+)
+
+__all__ = [
+    "BOARD_WRITER",
+    "Accept",
+    "AdmissionRule",
+    "AdmissionRuleError",
+    "Agent",
+    "BlackboardError",
+    "BoardReader",
+    "BoardState",
+    "Conflict",
+    "ContentError",
+    "Contribution",
+    "Control",
+    "IdempotencyKeyError",
+    "Level",
+    "Model",
+    "ModelError",
+    "ModelMismatchError",
+    "Notification",
+    "Outcome",
+    "Premise",
+    "PremiseState",
+    "ProposedContribution",
+    "ProposedPremiseWrite",
+    "ProposedWrite",
+    "Record",
+    "RecordKind",
+    "Region",
+    "RegionKindError",
+    "Reject",
+    "Rejected",
+    "RejectionCause",
+    "RunStatus",
+    "SequenceError",
+    "StoreError",
+    "TerminationPredicate",
+    "UndeclaredRegionError",
+    "WriteResult",
+    "WriterError",
+    "Written",
+    "create_model",
+]

@@ -1,0 +1,437 @@
+"""The control component: the board's single write path.
+
+In order: region checks (raised), closed run, agent permission, the application's
+admission rule (run without the lock), then, inside the store's admitting transaction,
+the premise version, uniqueness, the next sequence number and the append; last, outside
+any lock, the subscribed agents are notified in sequence order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from blackboard._json import encode
+from blackboard._reader import BoardReader
+from blackboard._records import Notification, Outcome, Record, RecordKind, RunStatus
+from blackboard._regions import Agent, Level, Premise, Region
+from blackboard._writes import (
+    Accept,
+    AdmissionRule,
+    Conflict,
+    ProposedContribution,
+    ProposedPremiseWrite,
+    ProposedWrite,
+    Reject,
+    Rejected,
+    RejectionCause,
+    WriteResult,
+    Written,
+)
+from blackboard.errors import (
+    AdmissionRuleError,
+    ContentError,
+    IdempotencyKeyError,
+    RegionKindError,
+    UndeclaredRegionError,
+    WriterError,
+)
+from blackboard.stores import (
+    Appended,
+    AppendOutcome,
+    Closed,
+    Duplicate,
+    Forbidden,
+    PendingWrite,
+    Repeated,
+    Store,
+    VersionConflict,
+)
+from blackboard.stores._base import fingerprint
+
+__all__ = ["BOARD_WRITER", "Control", "TerminationPredicate"]
+
+BOARD_WRITER = "@board"
+"""The writer name of the board's own writes (opening values, grants, closing)."""
+
+TerminationPredicate = Callable[[BoardReader], bool]
+
+_MAX_VERSION = 2**62
+_log = logging.getLogger("blackboard")
+
+
+class Control:
+    """Admits, sequences and announces every write to one board."""
+
+    def __init__(
+        self,
+        store: Store,
+        board_id: str,
+        regions: Mapping[str, Region],
+        agents: Mapping[str, Agent],
+        reader: BoardReader,
+        *,
+        admission_rule: AdmissionRule | None = None,
+        termination_predicate: TerminationPredicate | None = None,
+        agents_only: bool = False,
+    ) -> None:
+        self._store = store
+        self.board_id = board_id
+        self._regions = regions
+        self._agents = agents
+        self._reader = reader
+        self._rule = admission_rule
+        self._done = termination_predicate
+        self._agents_only = agents_only
+        self._subscribers: dict[str, list[Agent]] = {}
+        for agent in agents.values():
+            for region in agent.subscribes_to:
+                self._subscribers.setdefault(region, []).append(agent)
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[Agent, Record]] = deque()
+        self._queue_lock = threading.Lock()
+        self._delivering = False
+
+    # -- public writes -------------------------------------------------------------
+
+    def write(
+        self, writer: str, level: str, content: Any, *, idempotency_key: str | None = None
+    ) -> Written | Rejected:
+        """Propose a contribution to a level.
+
+        Returns:
+            ``Written(sequence)`` when admitted, else ``Rejected(cause, reason)``.
+
+        Raises:
+            UndeclaredRegionError, RegionKindError, ContentError, WriterError,
+            IdempotencyKeyError, AdmissionRuleError, StoreError: nothing was written.
+        """
+        proposed = ProposedContribution(writer, level, content)
+        result = self.write_all([proposed], idempotency_keys=[idempotency_key])[0]
+        assert not isinstance(result, Conflict)  # a level write cannot conflict
+        return result
+
+    def set_premise(
+        self,
+        writer: str,
+        premise: str,
+        value: Any,
+        *,
+        expected_version: int,
+        idempotency_key: str | None = None,
+    ) -> WriteResult:
+        """Compare-and-set a premise: it lands only if the premise is at ``expected_version``.
+
+        Returns:
+            ``Written(sequence, version)``, ``Conflict(current_version)`` or ``Rejected``.
+        """
+        proposed = ProposedPremiseWrite(writer, premise, value, expected_version)
+        return self.write_all([proposed], idempotency_keys=[idempotency_key])[0]
+
+    def write_all(
+        self,
+        proposals: Sequence[ProposedWrite],
+        *,
+        idempotency_keys: Sequence[str | None] | None = None,
+    ) -> list[WriteResult]:
+        """Propose several writes and commit the admitted ones in one transaction.
+
+        Each proposal is judged as if written alone, in order (group commit: one durable
+        transaction for the batch). If any raises, nothing of the batch is written.
+        """
+        keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(proposals)
+        if len(keys) != len(proposals):
+            raise ContentError("idempotency_keys", "must have one key (or None) per proposal")
+        prepared = [self._prepare(p, k) for p, k in zip(proposals, keys, strict=True)]
+        results: list[WriteResult | None] = [early for early, _ in prepared]
+        pending = [(i, w) for i, (early, w) in enumerate(prepared) if early is None and w]
+        if pending:
+            appended = self._append([w for _, w in pending])
+            for (index, write), outcome in zip(pending, appended, strict=True):
+                results[index] = _result(write, outcome)
+            self._after_append(appended)
+        return [r for r in results if r is not None]
+
+    def grant(self, agent: str, region: str) -> Written | Rejected:
+        """Allow a registered agent to write ``region`` from the next sequence on."""
+        return self._permission(RecordKind.GRANT, agent, region)
+
+    def revoke(self, agent: str, region: str) -> Written | Rejected:
+        """Withdraw a registered agent's permission; no later write of its to ``region`` lands."""
+        return self._permission(RecordKind.REVOKE, agent, region)
+
+    def abort(self, reason: str) -> Outcome:
+        """Close the run as aborted (a no-op returning the outcome if it is already closed)."""
+        return self._close(RunStatus.ABORTED, reason)
+
+    def complete(self, reason: str = "complete") -> Outcome:
+        """Close the run as completed, as a termination predicate would."""
+        return self._close(RunStatus.COMPLETED, reason)
+
+    def outcome(self) -> Outcome:
+        """Whether the run is open, or how it closed."""
+        return self._store.outcome(self.board_id)
+
+    # -- the write path ------------------------------------------------------------
+
+    def _prepare(
+        self, proposed: ProposedWrite, key: str | None
+    ) -> tuple[WriteResult | None, PendingWrite | None]:
+        """Run every check that needs no lock; return an early result or the pending write."""
+        write = self._pending(proposed, key)
+        if key is not None:
+            repeat = self._repeat(write, key)
+            if repeat is not None:
+                return repeat, None
+        outcome = self._store.outcome(self.board_id)
+        if outcome.closed:
+            return _closed(outcome.sequence or 0), None
+        if write.check_permission and not self._store.permitted(
+            self.board_id, write.writer, write.region or ""
+        ):
+            return self._not_permitted(write.writer, write.region or ""), None
+        verdict = self._judge(proposed)
+        if isinstance(verdict, Reject):
+            return Rejected(RejectionCause.ADMISSION, verdict.reason), None
+        return None, write
+
+    def _pending(self, proposed: ProposedWrite, key: str | None) -> PendingWrite:
+        _check_writer(proposed.writer)
+        _check_key(key)
+        if isinstance(proposed, ProposedContribution):
+            level = self._region(proposed.level, "level")
+            assert isinstance(level, Level)
+            payload = encode(proposed.content, f"content for level {level.name!r}")
+            return PendingWrite(
+                RecordKind.LEVEL,
+                level.name,
+                proposed.writer,
+                payload,
+                unique_key=_unique_key(level, proposed.content, payload),
+                idempotency_key=key,
+                check_permission=self._guarded(proposed.writer),
+            )
+        premise = self._region(proposed.premise, "premise")
+        assert isinstance(premise, Premise)
+        _check_version(proposed.expected_version)
+        return PendingWrite(
+            RecordKind.PREMISE,
+            premise.name,
+            proposed.writer,
+            encode(proposed.value, f"value for premise {premise.name!r}"),
+            expected_version=proposed.expected_version,
+            idempotency_key=key,
+            check_permission=premise.guarded and self._guarded(proposed.writer),
+        )
+
+    def _guarded(self, writer: str) -> bool:
+        return writer in self._agents or self._agents_only
+
+    def _region(self, name: object, kind: str) -> Region:
+        region = self._regions.get(name) if isinstance(name, str) else None
+        if region is None:
+            raise UndeclaredRegionError(name, tuple(self._regions))
+        if region.kind != kind:
+            raise RegionKindError(region.name, region.kind, kind)
+        return region
+
+    def _repeat(self, write: PendingWrite, key: str) -> Written | None:
+        found = self._store.find_key(self.board_id, key)
+        if found is None:
+            return None
+        record, stored_print = found
+        if stored_print != fingerprint(write):
+            raise IdempotencyKeyError(key, record.sequence)
+        return Written(record.sequence, record.version, repeat=True)
+
+    def _judge(self, proposed: ProposedWrite) -> Accept | Reject:
+        if self._rule is None:
+            return Accept()
+        try:
+            verdict = self._rule(proposed, self._reader)
+        except Exception as exc:
+            raise AdmissionRuleError(
+                f"the admission rule raised {type(exc).__name__}: {exc}; nothing was written. "
+                "A rule should return Reject('why') for writes it refuses"
+            ) from exc
+        if isinstance(verdict, Reject) and isinstance(verdict.reason, str):
+            return verdict
+        if not isinstance(verdict, Accept):
+            raise AdmissionRuleError(
+                f"the admission rule returned {verdict!r}; it must return Accept() or "
+                "Reject('a reason string')"
+            )
+        return verdict
+
+    def _not_permitted(self, writer: str, region: str) -> Rejected:
+        if writer not in self._agents:
+            reason = (
+                f"{writer!r} is not a registered agent and this model admits only registered "
+                "agents (agents_only=True); declare it with Agent(...)"
+            )
+        else:
+            reason = (
+                f"agent {writer!r} may not write {region!r}; add it to the agent's writes_to "
+                "or grant it with control.grant()"
+            )
+        return Rejected(RejectionCause.NOT_PERMITTED, reason)
+
+    def _append(self, writes: list[PendingWrite]) -> list[AppendOutcome]:
+        with self._lock:
+            outcomes = self._store.append(self.board_id, writes)
+            self._enqueue(o.record for o in outcomes if isinstance(o, Appended))
+        return outcomes
+
+    def _after_append(self, outcomes: list[AppendOutcome]) -> None:
+        self._deliver()
+        if self._done is not None and any(isinstance(o, Appended) for o in outcomes):
+            self._check_done()
+
+    # -- permissions and closing -----------------------------------------------------
+
+    def _permission(self, kind: RecordKind, agent: str, region: str) -> Written | Rejected:
+        if agent not in self._agents:
+            raise WriterError(
+                f"{agent!r} is not a registered agent; only agents declared in "
+                f"create_model(agents=...) have permissions (declared: {sorted(self._agents)})"
+            )
+        self._region_any(region)
+        payload = encode({"agent": agent}, "permission")
+        outcome = self._append([PendingWrite(kind, region, BOARD_WRITER, payload)])[0]
+        if isinstance(outcome, Closed):
+            return _closed(outcome.sequence)
+        assert isinstance(outcome, Appended)
+        return Written(outcome.record.sequence)
+
+    def _region_any(self, name: object) -> Region:
+        region = self._regions.get(name) if isinstance(name, str) else None
+        if region is None:
+            raise UndeclaredRegionError(name, tuple(self._regions))
+        return region
+
+    def _close(self, status: RunStatus, reason: str) -> Outcome:
+        if not isinstance(reason, str):
+            raise ContentError("reason", f"must be a string, not {type(reason).__name__}")
+        payload = encode({"status": status.value, "reason": reason}, "close reason")
+        self._append([PendingWrite(RecordKind.CLOSE, None, BOARD_WRITER, payload)])
+        return self.outcome()
+
+    def _check_done(self) -> None:
+        assert self._done is not None
+        try:
+            done = self._done(self._reader)
+        except Exception:
+            _log.exception("the termination predicate raised; the run stays open")
+            return
+        if done and not self.outcome().closed:
+            self._close(RunStatus.COMPLETED, "the termination predicate says the run is complete")
+
+    # -- notification ----------------------------------------------------------------
+
+    def _enqueue(self, records: Any) -> None:
+        with self._queue_lock:
+            for record in records:
+                for agent in self._subscribers.get(record.region or "", ()):
+                    if agent.notify is not None:
+                        self._queue.append((agent, record))
+
+    def _deliver(self) -> None:
+        """Deliver queued notifications in order; a nested call leaves them to the outer one."""
+        with self._queue_lock:
+            if self._delivering:
+                return
+            self._delivering = True
+        try:
+            while True:
+                with self._queue_lock:
+                    if not self._queue:
+                        self._delivering = False
+                        return
+                    agent, record = self._queue.popleft()
+                self._notify(agent, record)
+        except BaseException:
+            with self._queue_lock:
+                self._delivering = False
+            raise
+
+    def _notify(self, agent: Agent, record: Record) -> None:
+        assert agent.notify is not None
+        try:
+            agent.notify(Notification(agent.name, record))
+        except Exception:
+            _log.exception("agent %r failed handling sequence %d", agent.name, record.sequence)
+
+    def catch_up(self) -> None:
+        """Queue every stored write to each subscriber, then deliver (the control loop's start)."""
+        with self._lock:
+            self._enqueue(self._store.read_log(self.board_id))
+        self._deliver()
+
+
+def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
+    if isinstance(outcome, Appended | Repeated):
+        record = outcome.record
+        return Written(record.sequence, record.version, repeat=isinstance(outcome, Repeated))
+    if isinstance(outcome, Closed):
+        return _closed(outcome.sequence)
+    if isinstance(outcome, VersionConflict):
+        return Conflict(outcome.current_version)
+    if isinstance(outcome, Duplicate):
+        return Rejected(
+            RejectionCause.DUPLICATE,
+            f"level {write.region!r} is unique and already holds this at sequence "
+            f"{outcome.sequence}; read it instead of writing it again",
+        )
+    assert isinstance(outcome, Forbidden)
+    return Rejected(
+        RejectionCause.NOT_PERMITTED,
+        f"agent {write.writer!r} may not write {write.region!r} (its permission was revoked "
+        "or never granted)",
+    )
+
+
+def _closed(sequence: int) -> Rejected:
+    return Rejected(
+        RejectionCause.RUN_CLOSED,
+        f"the run closed at sequence {sequence}; nothing more is admitted to it",
+    )
+
+
+def _unique_key(level: Level, content: Any, payload: str) -> str | None:
+    if level.unique is False:
+        return None
+    if level.unique is True:
+        return hashlib.sha256(payload.encode()).hexdigest()
+    if not isinstance(content, dict) or level.unique not in content:
+        raise ContentError(
+            f"content for unique level {level.name!r}",
+            f"must be a dict with the key {level.unique!r}, which the level is unique on",
+        )
+    return encode(content[level.unique], "unique key")
+
+
+def _check_writer(writer: object) -> None:
+    if not isinstance(writer, str) or not writer or writer.startswith("@"):
+        raise WriterError(
+            f"writer {writer!r} is not a valid writer name; use a non-empty string that does "
+            "not start with '@' (reserved for the board's own writes)"
+        )
+
+
+def _check_key(key: object) -> None:
+    if key is not None and (not isinstance(key, str) or not key or len(key) > 256):
+        raise ContentError(
+            "idempotency_key", f"{key!r} must be a non-empty string of at most 256 characters"
+        )
+
+
+def _check_version(version: object) -> None:
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < _MAX_VERSION:
+        raise ContentError(
+            "expected_version",
+            f"{version!r} must be the positive integer version you read from read_premise()",
+        )

@@ -1,0 +1,296 @@
+"""The store seam: what a backend implements, and the admitting transaction's rules.
+
+A backend implements primitives (open a transaction, look up a premise version, insert
+a record, read a range). The rules of the admitting transaction (idempotency first, then
+closed run, permission, premise version, uniqueness, then the next sequence number) are
+written once here, in :func:`apply_writes`, and run inside each backend's transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol, TypeAlias
+
+from blackboard._json import decode
+from blackboard._records import Outcome, Record, RecordKind
+from blackboard.errors import IdempotencyKeyError
+
+__all__ = [
+    "AppendOutcome",
+    "Appended",
+    "Closed",
+    "Duplicate",
+    "Forbidden",
+    "PendingWrite",
+    "Repeated",
+    "Store",
+    "Transaction",
+    "VersionConflict",
+    "apply_writes",
+    "fingerprint",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """A write the kernel has judged admissible, for the store to sequence and keep.
+
+    Attributes:
+        kind: What the write does.
+        region: The region written (``None`` for CLOSE).
+        writer: Who writes it.
+        payload: The canonical JSON text of the content or value.
+        expected_version: For a premise compare-and-set, the version it replaces;
+            ``None`` for a premise's opening value (which must not exist yet).
+        unique_key: For a unique level, the key that must not be on the level yet.
+        idempotency_key: A key under which a repeat returns the first outcome.
+        check_permission: Whether the writer must hold a grant for the region, checked
+            inside the transaction so a committed revoke is never outrun.
+    """
+
+    kind: RecordKind
+    region: str | None
+    writer: str
+    payload: str
+    expected_version: int | None = None
+    unique_key: str | None = None
+    idempotency_key: str | None = None
+    check_permission: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """The write was sequenced and kept."""
+
+    record: Record
+
+
+@dataclass(frozen=True, slots=True)
+class Repeated:
+    """The idempotency key matched an identical earlier write; nothing was added."""
+
+    record: Record
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The run was closed at ``sequence``; nothing is admitted after it."""
+
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Forbidden:
+    """The writer holds no grant for the region."""
+
+
+@dataclass(frozen=True, slots=True)
+class VersionConflict:
+    """The premise is at another version than the write expected."""
+
+    current_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A unique level already holds this key, at ``sequence``."""
+
+    sequence: int
+
+
+AppendOutcome: TypeAlias = Appended | Repeated | Closed | Forbidden | VersionConflict | Duplicate
+
+
+def fingerprint(write: PendingWrite) -> str:
+    """Identify a write's meaning, to tell a true repeat from a reused idempotency key."""
+    parts = (
+        write.kind.value,
+        write.region or "",
+        write.writer,
+        write.payload,
+        "" if write.expected_version is None else str(write.expected_version),
+    )
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+class Transaction(Protocol):
+    """The primitives a backend offers inside one admitting transaction."""
+
+    def head(self) -> int:
+        """The highest sequence number on the board (0 when empty)."""
+        ...
+
+    def closed_at(self) -> int | None:
+        """The sequence of the CLOSE record, or ``None`` while the run is open."""
+        ...
+
+    def permitted(self, agent: str, region: str) -> bool:
+        """Whether ``agent`` currently holds a grant for ``region``."""
+        ...
+
+    def premise_version(self, name: str) -> int | None:
+        """The premise's current version, or ``None`` before its opening value."""
+        ...
+
+    def unique_holder(self, region: str, key: str) -> int | None:
+        """The sequence of the contribution holding ``key`` on a unique level, if any."""
+        ...
+
+    def find_key(self, key: str) -> tuple[Record, str] | None:
+        """The record written under an idempotency key, and its write's fingerprint."""
+        ...
+
+    def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
+        """Keep ``record`` and update the derived state its kind implies.
+
+        LEVEL also records ``write.unique_key``; PREMISE sets the premise's version;
+        GRANT/REVOKE add/remove ``(record.content["agent"], record.region)``; CLOSE
+        marks the run closed with ``record.content["status"]`` and ``["reason"]``.
+        """
+        ...
+
+
+def apply_writes(txn: Transaction, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    """Judge and keep ``writes`` in order, inside one backend transaction.
+
+    Refusals consume no sequence number, so the sequence stays gap-free. A reused
+    idempotency key raises, which makes the backend roll the whole batch back.
+    """
+    at = datetime.fromtimestamp(time.time(), UTC)
+    return [_apply_one(txn, write, at) for write in writes]
+
+
+def _apply_one(txn: Transaction, write: PendingWrite, at: datetime) -> AppendOutcome:
+    print_ = fingerprint(write)
+    if write.idempotency_key is not None:
+        found = txn.find_key(write.idempotency_key)
+        if found is not None:
+            record, stored_print = found
+            if stored_print != print_:
+                raise IdempotencyKeyError(write.idempotency_key, record.sequence)
+            return Repeated(record)
+    refusal = _refusal(txn, write)
+    if refusal is not None:
+        return refusal
+    version = _next_version(txn, write)
+    record = Record(
+        sequence=txn.head() + 1,
+        kind=write.kind,
+        region=write.region,
+        writer=write.writer,
+        content=decode(write.payload),
+        version=version,
+        at=at,
+        idempotency_key=write.idempotency_key,
+    )
+    txn.insert(record, write, print_)
+    return Appended(record)
+
+
+def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:
+    closed = txn.closed_at()
+    if closed is not None:
+        return Closed(closed)
+    region = write.region
+    if region is None:
+        return None
+    if write.check_permission and not txn.permitted(write.writer, region):
+        return Forbidden()
+    if write.kind is RecordKind.PREMISE:
+        current = txn.premise_version(region)
+        if current != write.expected_version:
+            return VersionConflict(0 if current is None else current)
+    if write.unique_key is not None:
+        holder = txn.unique_holder(region, write.unique_key)
+        if holder is not None:
+            return Duplicate(holder)
+    return None
+
+
+def _next_version(txn: Transaction, write: PendingWrite) -> int | None:
+    if write.kind is not RecordKind.PREMISE:
+        return None
+    return 1 if write.expected_version is None else write.expected_version + 1
+
+
+class Store(ABC):
+    """A place where boards live: one small interface, several backends.
+
+    Every method takes the ``board_id``; one store holds any number of boards.
+    Implementations translate their driver's exceptions into :class:`StoreError`.
+    """
+
+    @abstractmethod
+    def open_board(self, board_id: str, declaration: str, opening: Sequence[PendingWrite]) -> str:
+        """Create the board with ``opening`` writes if it does not exist; return its declaration.
+
+        Creation and the opening writes are one transaction, so two processes opening the
+        same new board agree on one declaration and one set of opening values.
+        """
+
+    @abstractmethod
+    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+        """Run :func:`apply_writes` over ``writes`` in one durable transaction."""
+
+    @abstractmethod
+    def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
+        """The record written under an idempotency key, with its fingerprint."""
+
+    @abstractmethod
+    def head(self, board_id: str) -> int:
+        """The board's highest sequence number (0 for an empty board)."""
+
+    @abstractmethod
+    def read_log(self, board_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        """Records with ``after < sequence <= until`` (to the head when ``until`` is None)."""
+
+    @abstractmethod
+    def read_region(self, board_id: str, region: str) -> list[Record]:
+        """Every record written to a level, in sequence order."""
+
+    @abstractmethod
+    def read_premise(self, board_id: str, name: str) -> Record | None:
+        """The record that set the premise's current value."""
+
+    @abstractmethod
+    def outcome(self, board_id: str) -> Outcome:
+        """How the run stands."""
+
+    @abstractmethod
+    def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
+        """The current grants as ``(agent, region)`` pairs."""
+
+    def permitted(self, board_id: str, agent: str, region: str) -> bool:
+        """Whether ``agent`` holds a grant for ``region`` now (a backend may answer faster)."""
+        return (agent, region) in self.permissions(board_id)
+
+    def wait(self, board_id: str, after: int, timeout: float) -> bool:
+        """Block until the head passes ``after`` or ``timeout`` seconds elapse.
+
+        The default polls; a backend with a wake-up channel should override it.
+        """
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            if self.head(board_id) > after:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the store's connections. The boards stay where they are."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,173 @@
+"""The in-memory store: for tests and scratch runs; gone when the process ends."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from blackboard._records import Outcome, Record, RecordKind, RunStatus
+from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass(slots=True)
+class _Board:
+    declaration: str
+    records: list[Record] = field(default_factory=list)
+    by_region: dict[str, list[int]] = field(default_factory=dict)
+    premises: dict[str, int] = field(default_factory=dict)  # name -> index into records
+    uniques: dict[tuple[str, str], int] = field(default_factory=dict)
+    grants: set[tuple[str, str]] = field(default_factory=set)
+    keys: dict[str, tuple[int, str]] = field(default_factory=dict)  # key -> (index, print)
+    closed: int | None = None
+
+
+class _Txn:
+    """Writes buffered over a board, applied only when the whole batch succeeded."""
+
+    def __init__(self, board: _Board) -> None:
+        self.board = board
+        self.added: list[tuple[Record, PendingWrite, str]] = []
+        self.premises: dict[str, int] = {}
+        self.uniques: dict[tuple[str, str], int] = {}
+        self.grants = set(board.grants)
+        self.keys: dict[str, tuple[Record, str]] = {}
+        self.closed = board.closed
+
+    def head(self) -> int:
+        return len(self.board.records) + len(self.added)
+
+    def closed_at(self) -> int | None:
+        return self.closed
+
+    def permitted(self, agent: str, region: str) -> bool:
+        return (agent, region) in self.grants
+
+    def premise_version(self, name: str) -> int | None:
+        if name in self.premises:
+            return self.premises[name]
+        index = self.board.premises.get(name)
+        return None if index is None else self.board.records[index].version
+
+    def unique_holder(self, region: str, key: str) -> int | None:
+        return self.uniques.get((region, key), self.board.uniques.get((region, key)))
+
+    def find_key(self, key: str) -> tuple[Record, str] | None:
+        if key in self.keys:
+            return self.keys[key]
+        found = self.board.keys.get(key)
+        return None if found is None else (self.board.records[found[0]], found[1])
+
+    def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
+        self.added.append((record, write, fingerprint))
+        if write.idempotency_key is not None:
+            self.keys[write.idempotency_key] = (record, fingerprint)
+        region = record.region
+        if record.kind is RecordKind.PREMISE and region is not None:
+            self.premises[region] = record.version or 0
+        elif record.kind is RecordKind.LEVEL and write.unique_key is not None and region:
+            self.uniques[(region, write.unique_key)] = record.sequence
+        elif record.kind is RecordKind.GRANT and region is not None:
+            self.grants.add((record.content["agent"], region))
+        elif record.kind is RecordKind.REVOKE and region is not None:
+            self.grants.discard((record.content["agent"], region))
+        elif record.kind is RecordKind.CLOSE:
+            self.closed = record.sequence
+
+    def commit(self) -> None:
+        board = self.board
+        for record, write, print_ in self.added:
+            index = len(board.records)
+            board.records.append(record)
+            if record.region is not None and record.kind in (RecordKind.LEVEL, RecordKind.PREMISE):
+                board.by_region.setdefault(record.region, []).append(index)
+            if record.kind is RecordKind.PREMISE and record.region is not None:
+                board.premises[record.region] = index
+            if write.idempotency_key is not None:
+                board.keys[write.idempotency_key] = (index, print_)
+        board.uniques.update(self.uniques)
+        board.grants = self.grants
+        board.closed = self.closed
+
+
+class MemoryStore(Store):
+    """Boards held in this process's memory, safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._boards: dict[str, _Board] = {}
+        self._changed = threading.Condition(threading.Lock())
+
+    def open_board(self, board_id: str, declaration: str, opening: Sequence[PendingWrite]) -> str:
+        with self._changed:
+            board = self._boards.get(board_id)
+            if board is not None:
+                return board.declaration
+            board = _Board(declaration)
+            txn = _Txn(board)
+            apply_writes(txn, opening)
+            txn.commit()
+            self._boards[board_id] = board
+            self._changed.notify_all()
+            return declaration
+
+    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+        with self._changed:
+            txn = _Txn(self._board(board_id))
+            outcomes = apply_writes(txn, writes)
+            txn.commit()
+            if txn.added:
+                self._changed.notify_all()
+            return outcomes
+
+    def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
+        with self._changed:
+            return _Txn(self._board(board_id)).find_key(key)
+
+    def head(self, board_id: str) -> int:
+        with self._changed:
+            return len(self._board(board_id).records)
+
+    def read_log(self, board_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        with self._changed:
+            records = self._board(board_id).records
+            return records[max(after, 0) : len(records) if until is None else max(until, 0)]
+
+    def read_region(self, board_id: str, region: str) -> list[Record]:
+        with self._changed:
+            board = self._board(board_id)
+            return [board.records[i] for i in board.by_region.get(region, ())]
+
+    def read_premise(self, board_id: str, name: str) -> Record | None:
+        with self._changed:
+            board = self._board(board_id)
+            index = board.premises.get(name)
+            return None if index is None else board.records[index]
+
+    def outcome(self, board_id: str) -> Outcome:
+        with self._changed:
+            board = self._board(board_id)
+            if board.closed is None:
+                return Outcome(RunStatus.OPEN)
+            content = board.records[board.closed - 1].content
+            return Outcome(RunStatus(content["status"]), content["reason"], board.closed)
+
+    def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
+        with self._changed:
+            return frozenset(self._board(board_id).grants)
+
+    def wait(self, board_id: str, after: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: len(self._board(board_id).records) > after, timeout
+            )
+
+    def close(self) -> None:
+        """Nothing to release: the boards live as long as this object."""
+
+    def _board(self, board_id: str) -> _Board:
+        try:
+            return self._boards[board_id]
+        except KeyError:
+            raise KeyError(f"no board {board_id!r} in this store; open it first") from None

@@ -1,0 +1,414 @@
+"""The SQLite store: the embedded default. One file, WAL, durable at every ``Written``.
+
+Several processes may write one file: each admitting transaction starts with
+``BEGIN IMMEDIATE``, which takes SQLite's single write lock before reading the head,
+so the sequence counter is read and bumped by one writer at a time and stays gap-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from blackboard._json import decode
+from blackboard._records import Outcome, Record, RecordKind, RunStatus
+from blackboard.errors import StoreConfigError, StoreError
+from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
+
+__all__ = ["SQLiteStore"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bb_boards (
+    board_id TEXT PRIMARY KEY,
+    declaration TEXT NOT NULL,
+    head INTEGER NOT NULL DEFAULT 0,
+    closed_seq INTEGER
+);
+CREATE TABLE IF NOT EXISTS bb_records (
+    board_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    region TEXT,
+    writer TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    version INTEGER,
+    at REAL NOT NULL,
+    ikey TEXT,
+    fingerprint TEXT,
+    PRIMARY KEY (board_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS bb_records_region ON bb_records (board_id, region, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS bb_records_ikey ON bb_records (board_id, ikey)
+    WHERE ikey IS NOT NULL;
+CREATE TABLE IF NOT EXISTS bb_premises (
+    board_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (board_id, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bb_uniques (
+    board_id TEXT NOT NULL,
+    region TEXT NOT NULL,
+    ukey TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (board_id, region, ukey)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bb_grants (
+    board_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    region TEXT NOT NULL,
+    PRIMARY KEY (board_id, agent, region)
+) WITHOUT ROWID;
+"""
+
+_COLUMNS = "seq, kind, region, writer, payload, version, at, ikey"
+_BUSY_RETRIES = 50
+
+ConnectionFactory = Callable[[str], sqlite3.Connection]
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+
+
+class SQLiteStore(Store):
+    """Boards in one SQLite file.
+
+    Args:
+        path: The database file; created with its schema if absent.
+        synchronous: SQLite's ``synchronous`` setting. ``"FULL"`` (the default) makes
+            every returned ``Written`` survive a power loss; ``"NORMAL"`` survives a
+            process crash but may lose the last commits on power loss.
+        connect: Opens the connection; tests pass one that injects faults.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "FULL",
+        connect: ConnectionFactory | None = None,
+    ) -> None:
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise StoreConfigError(
+                f"synchronous={synchronous!r} is not a SQLite setting; "
+                "use FULL, NORMAL, EXTRA or OFF"
+            )
+        self.path = str(path)
+        self._lock = threading.Lock()
+        try:
+            self._conn = (connect or _connect)(self.path)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store at {self.path!r}: {exc}") from exc
+
+    # -- schema ------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self._transaction() as cur:
+            (version,) = cur.execute("PRAGMA user_version").fetchone()
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path!r} has schema version {version}, newer than this mrpybb "
+                    f"understands ({SCHEMA_VERSION}); upgrade mrpybb to open it"
+                )
+            if version < 1:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        cur.execute(statement)
+                cur.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    # -- transactions ------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        """One ``BEGIN IMMEDIATE`` transaction, retried while another process holds the lock."""
+        with self._lock:
+            self._begin()
+            cur = self._conn.cursor()
+            try:
+                yield cur
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _begin(self) -> None:
+        for attempt in range(_BUSY_RETRIES):
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                time.sleep(min(0.001 * 2**attempt, 0.1))
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            # The transaction may already be gone with the fault that ended it.
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def _run(self, what: str, work: Callable[[sqlite3.Cursor], Any]) -> Any:
+        try:
+            with self._transaction() as cur:
+                return work(cur)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self.path!r} failed to {what}: {exc}") from exc
+
+    def _read(self, what: str, work: Callable[[sqlite3.Cursor], Any]) -> Any:
+        with self._lock:
+            try:
+                return work(self._conn.cursor())
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {self.path!r} failed to {what}: {exc}") from exc
+
+    # -- the store interface -------------------------------------------------------
+
+    def open_board(self, board_id: str, declaration: str, opening: Sequence[PendingWrite]) -> str:
+        """Create the board with its opening writes, or return the stored declaration."""
+
+        def work(cur: sqlite3.Cursor) -> str:
+            row = cur.execute(
+                "SELECT declaration FROM bb_boards WHERE board_id = ?", (board_id,)
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+            cur.execute(
+                "INSERT INTO bb_boards (board_id, declaration) VALUES (?, ?)",
+                (board_id, declaration),
+            )
+            apply_writes(_SQLiteTxn(cur, board_id), opening)
+            return declaration
+
+        result: str = self._run("open a board", work)
+        return result
+
+    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+        """Judge and keep ``writes`` in one durable transaction."""
+        outcomes: list[AppendOutcome] = self._run(
+            "append", lambda cur: apply_writes(_SQLiteTxn(cur, board_id), writes)
+        )
+        return outcomes
+
+    def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
+        """The record written under ``key``, with its fingerprint."""
+        result: tuple[Record, str] | None = self._read(
+            "find an idempotency key", lambda cur: _SQLiteTxn(cur, board_id).find_key(key)
+        )
+        return result
+
+    def head(self, board_id: str) -> int:
+        """The board's highest sequence number."""
+        return int(self._read("read the head", lambda cur: _head(cur, board_id)))
+
+    def read_log(self, board_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        """Records after ``after`` up to ``until``."""
+        bound = 2**62 if until is None else until
+        rows = self._read(
+            "read the log",
+            lambda cur: cur.execute(
+                f"SELECT {_COLUMNS} FROM bb_records WHERE board_id = ? AND seq > ? AND seq <= ?"
+                " ORDER BY seq",
+                (board_id, after, bound),
+            ).fetchall(),
+        )
+        return [_record(row) for row in rows]
+
+    def read_region(self, board_id: str, region: str) -> list[Record]:
+        """Every record of a level, in order."""
+        rows = self._read(
+            "read a level",
+            lambda cur: cur.execute(
+                f"SELECT {_COLUMNS} FROM bb_records WHERE board_id = ? AND region = ?"
+                " AND kind = 'level' ORDER BY seq",
+                (board_id, region),
+            ).fetchall(),
+        )
+        return [_record(row) for row in rows]
+
+    def read_premise(self, board_id: str, name: str) -> Record | None:
+        """The record holding the premise's current value."""
+        row = self._read(
+            "read a premise",
+            lambda cur: cur.execute(
+                f"SELECT {_COLUMNS} FROM bb_records r WHERE board_id = ? AND seq ="
+                " (SELECT seq FROM bb_premises WHERE board_id = ? AND name = ?)",
+                (board_id, board_id, name),
+            ).fetchone(),
+        )
+        return None if row is None else _record(row)
+
+    def outcome(self, board_id: str) -> Outcome:
+        """How the run stands."""
+
+        def work(cur: sqlite3.Cursor) -> Outcome:
+            row = cur.execute(
+                "SELECT r.payload, r.seq FROM bb_boards b JOIN bb_records r"
+                " ON r.board_id = b.board_id AND r.seq = b.closed_seq WHERE b.board_id = ?",
+                (board_id,),
+            ).fetchone()
+            if row is None:
+                return Outcome(RunStatus.OPEN)
+            content = decode(row[0])
+            return Outcome(RunStatus(content["status"]), content["reason"], int(row[1]))
+
+        result: Outcome = self._read("read the run's outcome", work)
+        return result
+
+    def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
+        """The current grants."""
+        rows = self._read(
+            "read permissions",
+            lambda cur: cur.execute(
+                "SELECT agent, region FROM bb_grants WHERE board_id = ?", (board_id,)
+            ).fetchall(),
+        )
+        return frozenset((str(a), str(r)) for a, r in rows)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error as exc:  # pragma: no cover - close only fails on misuse
+                raise StoreError(f"cannot close SQLite store {self.path!r}: {exc}") from exc
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open on this store's connection (tests check none leak)."""
+        return self._conn.in_transaction
+
+
+def _head(cur: sqlite3.Cursor, board_id: str) -> int:
+    row = cur.execute("SELECT head FROM bb_boards WHERE board_id = ?", (board_id,)).fetchone()
+    if row is None:
+        raise StoreError(f"no board {board_id!r} in this store; open it first")
+    return int(row[0])
+
+
+def _record(row: tuple[Any, ...]) -> Record:
+    seq, kind, region, writer, payload, version, at, ikey = row
+    return Record(
+        sequence=seq,
+        kind=RecordKind(kind),
+        region=region,
+        writer=writer,
+        content=decode(payload),
+        version=version,
+        at=datetime.fromtimestamp(at, UTC),
+        idempotency_key=ikey,
+    )
+
+
+class _SQLiteTxn:
+    """The transaction primitives over an open ``BEGIN IMMEDIATE`` cursor."""
+
+    def __init__(self, cur: sqlite3.Cursor, board_id: str) -> None:
+        self.cur = cur
+        self.board_id = board_id
+        self._head: int | None = None
+
+    def head(self) -> int:
+        if self._head is None:
+            self._head = _head(self.cur, self.board_id)
+        return self._head
+
+    def closed_at(self) -> int | None:
+        row = self.cur.execute(
+            "SELECT closed_seq FROM bb_boards WHERE board_id = ?", (self.board_id,)
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def permitted(self, agent: str, region: str) -> bool:
+        row = self.cur.execute(
+            "SELECT 1 FROM bb_grants WHERE board_id = ? AND agent = ? AND region = ?",
+            (self.board_id, agent, region),
+        ).fetchone()
+        return row is not None
+
+    def premise_version(self, name: str) -> int | None:
+        row = self.cur.execute(
+            "SELECT version FROM bb_premises WHERE board_id = ? AND name = ?",
+            (self.board_id, name),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def unique_holder(self, region: str, key: str) -> int | None:
+        row = self.cur.execute(
+            "SELECT seq FROM bb_uniques WHERE board_id = ? AND region = ? AND ukey = ?",
+            (self.board_id, region, key),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def find_key(self, key: str) -> tuple[Record, str] | None:
+        row = self.cur.execute(
+            f"SELECT {_COLUMNS}, fingerprint FROM bb_records WHERE board_id = ? AND ikey = ?",
+            (self.board_id, key),
+        ).fetchone()
+        return None if row is None else (_record(row[:-1]), str(row[-1]))
+
+    def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
+        cur, board = self.cur, self.board_id
+        cur.execute(
+            "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
+            " ikey, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                board,
+                record.sequence,
+                record.kind.value,
+                record.region,
+                record.writer,
+                write.payload,
+                record.version,
+                record.at.timestamp(),
+                record.idempotency_key,
+                fingerprint,
+            ),
+        )
+        self._derive(record, write)
+        cur.execute("UPDATE bb_boards SET head = ? WHERE board_id = ?", (record.sequence, board))
+        self._head = record.sequence
+
+    def _derive(self, record: Record, write: PendingWrite) -> None:
+        cur, board, region = self.cur, self.board_id, record.region
+        if record.kind is RecordKind.PREMISE:
+            cur.execute(
+                "INSERT INTO bb_premises (board_id, name, seq, version) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (board_id, name) DO UPDATE SET seq = excluded.seq,"
+                " version = excluded.version",
+                (board, region, record.sequence, record.version),
+            )
+        elif record.kind is RecordKind.LEVEL and write.unique_key is not None:
+            cur.execute(
+                "INSERT INTO bb_uniques (board_id, region, ukey, seq) VALUES (?, ?, ?, ?)",
+                (board, region, write.unique_key, record.sequence),
+            )
+        elif record.kind is RecordKind.GRANT:
+            cur.execute(
+                "INSERT OR IGNORE INTO bb_grants (board_id, agent, region) VALUES (?, ?, ?)",
+                (board, record.content["agent"], region),
+            )
+        elif record.kind is RecordKind.REVOKE:
+            cur.execute(
+                "DELETE FROM bb_grants WHERE board_id = ? AND agent = ? AND region = ?",
+                (board, record.content["agent"], region),
+            )
+        elif record.kind is RecordKind.CLOSE:
+            cur.execute(
+                "UPDATE bb_boards SET closed_seq = ? WHERE board_id = ?", (record.sequence, board)
+            )
