@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from urllib.parse import parse_qs, urlsplit
 
-from blackboard.errors import StoreConfigError
+from blackboard.errors import StoreConfigError as _StoreConfigError
 from blackboard.stores._base import (
     Appended,
     AppendOutcome,
@@ -57,7 +57,7 @@ def open_store(store: str | Store | None) -> Store:
     if store is None or store in ("memory://", "memory:"):
         return MemoryStore()
     if not isinstance(store, str):
-        raise StoreConfigError(
+        raise _StoreConfigError(
             f"store={store!r} is neither a URL nor a Store; use None, 'sqlite:///path.db' "
             "or 'postgresql://...'"
         )
@@ -66,7 +66,7 @@ def open_store(store: str | Store | None) -> Store:
         return _open_sqlite(store, parts.path, parse_qs(parts.query))
     if parts.scheme in ("postgresql", "postgres"):
         return _open_postgres(store)
-    raise StoreConfigError(
+    raise _StoreConfigError(
         f"store URL {store!r} has an unknown scheme {parts.scheme!r}; use 'sqlite:///path.db', "
         "'postgresql://...' or None for memory"
     )
@@ -75,7 +75,9 @@ def open_store(store: str | Store | None) -> Store:
 def _open_sqlite(url: str, path: str, query: dict[str, list[str]]) -> Store:
     # sqlite:///relative.db gives "/relative.db"; sqlite:////abs.db gives "//abs.db".
     if not path or path == "/":
-        raise StoreConfigError(f"store URL {url!r} names no file; use 'sqlite:///path/to/board.db'")
+        raise _StoreConfigError(
+            f"store URL {url!r} names no file; use 'sqlite:///path/to/board.db'"
+        )
     file = path[1:] if path.startswith("/") else path
     synchronous = query.get("synchronous", ["FULL"])[-1]
     return SQLiteStore(file, synchronous=synchronous)
@@ -85,7 +87,7 @@ def _open_postgres(url: str) -> Store:
     try:
         module = importlib.import_module("blackboard.stores._postgres")
     except ImportError as exc:
-        raise StoreConfigError(
+        raise _StoreConfigError(
             f"store URL {url!r} needs the PostgreSQL backend: "
             f"pip install 'mrpybb[postgres]' ({exc})"
         ) from exc

@@ -1,0 +1,363 @@
+"""The control component's write path, check by check, in the seed's order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from blackboard import (
+    Accept,
+    AdmissionRuleError,
+    Agent,
+    BoardReader,
+    Conflict,
+    ContentError,
+    IdempotencyKeyError,
+    Level,
+    Model,
+    Notification,
+    Premise,
+    ProposedContribution,
+    ProposedPremiseWrite,
+    ProposedWrite,
+    RecordKind,
+    RegionKindError,
+    Reject,
+    Rejected,
+    RejectionCause,
+    RunStatus,
+    UndeclaredRegionError,
+    WriterError,
+    Written,
+    create_model,
+)
+from conftest import StoreSpec
+
+OPENING = 2  # the window's opening value and scout's grant for findings
+
+
+class RecordingRule:
+    """An admission rule that remembers every write it was asked about."""
+
+    def __init__(self, verdict: Accept | Reject | None = None) -> None:
+        self.seen: list[ProposedWrite] = []
+        self.verdict = verdict or Accept()
+
+    def __call__(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
+        self.seen.append(proposed)
+        return self.verdict
+
+
+def _model(spec: StoreSpec, rule: Any = None, **kwargs: Any) -> Model:
+    return create_model(
+        regions=[Level("hypotheses"), Level("findings"), Premise("window")],
+        premises={"window": 5},
+        agents=kwargs.pop("agents", [Agent("scout", writes_to=["findings"])]),
+        admission_rule=rule,
+        store=spec.open(),
+        board_id="wp",
+        **kwargs,
+    )
+
+
+def test_opening_value_takes_a_sequence_and_bypasses_the_rule(store_spec: StoreSpec) -> None:
+    rule = RecordingRule(Reject("nothing"))
+    model = _model(store_spec, rule)
+    assert rule.seen == []
+    window = model.reader.read_premise("window")
+    assert (window.value, window.version, window.sequence) == (5, 1, 1)
+    first = model.reader.log()[0]
+    assert (first.kind, first.writer, first.content) == (RecordKind.PREMISE, "@board", 5)
+
+
+def test_undeclared_region_raises_before_the_rule(store_spec: StoreSpec) -> None:
+    rule = RecordingRule()
+    model = _model(store_spec, rule)
+    head = model.reader.head()
+    with pytest.raises(UndeclaredRegionError, match="'nowhere' is not declared"):
+        model.control.write("w", "nowhere", {"x": 1})
+    with pytest.raises(UndeclaredRegionError):
+        model.control.set_premise("w", "nowhere", 1, expected_version=1)
+    assert rule.seen == []
+    assert model.reader.head() == head
+
+
+def test_region_of_the_other_kind_raises_before_the_rule(store_spec: StoreSpec) -> None:
+    rule = RecordingRule()
+    model = _model(store_spec, rule)
+    with pytest.raises(RegionKindError, match="'window' is a premise"):
+        model.control.write("w", "window", 1)
+    with pytest.raises(RegionKindError, match="'findings' is a level"):
+        model.control.set_premise("w", "findings", 1, expected_version=1)
+    assert rule.seen == []
+
+
+def test_closed_run_is_rejected_before_the_rule(store_spec: StoreSpec) -> None:
+    rule = RecordingRule()
+    model = _model(store_spec, rule)
+    outcome = model.control.abort("operator stopped it")
+    assert (outcome.status, outcome.reason) == (RunStatus.ABORTED, "operator stopped it")
+    head = model.reader.head()
+    result = model.control.write("w", "findings", {"x": 1})
+    assert isinstance(result, Rejected) and result.cause is RejectionCause.RUN_CLOSED
+    cas = model.control.set_premise("w", "window", 6, expected_version=1)
+    assert isinstance(cas, Rejected) and cas.cause is RejectionCause.RUN_CLOSED
+    assert rule.seen == []
+    assert model.reader.head() == head
+    assert model.control.abort("again").reason == "operator stopped it"  # closed stays closed
+
+
+def test_registered_agent_outside_writes_to_is_not_permitted(store_spec: StoreSpec) -> None:
+    rule = RecordingRule()
+    model = _model(store_spec, rule)
+    result = model.control.write("scout", "hypotheses", {"h": 1})
+    assert isinstance(result, Rejected) and result.cause is RejectionCause.NOT_PERMITTED
+    assert "scout" in result.reason and "hypotheses" in result.reason
+    assert rule.seen == []
+    assert isinstance(model.control.write("scout", "findings", {"f": 1}), Written)
+    assert len(rule.seen) == 1
+
+
+def test_unregistered_writers_are_not_permission_checked(store_spec: StoreSpec) -> None:
+    model = _model(store_spec)
+    assert isinstance(model.control.write("anyone", "hypotheses", {"h": 1}), Written)
+
+
+def test_agents_only_refuses_unregistered_writers(store_spec: StoreSpec) -> None:
+    model = _model(store_spec, agents_only=True)
+    result = model.control.write("anyone", "findings", {"h": 1})
+    assert isinstance(result, Rejected) and result.cause is RejectionCause.NOT_PERMITTED
+    assert "agents_only" in result.reason
+    assert isinstance(model.control.write("scout", "findings", {"f": 1}), Written)
+
+
+def test_rule_rejection_reaches_the_writer_and_writes_nothing(store_spec: StoreSpec) -> None:
+    model = _model(store_spec, RecordingRule(Reject("findings need a source")))
+    head = model.reader.head()
+    assert model.control.write("w", "findings", {"f": 1}) == Rejected(
+        RejectionCause.ADMISSION, "findings need a source"
+    )
+    assert model.reader.head() == head
+
+
+def test_rule_sees_both_kinds_with_their_fields(store_spec: StoreSpec) -> None:
+    rule = RecordingRule()
+    model = _model(store_spec, rule)
+    model.control.write("scout", "findings", {"f": 1})
+    model.control.set_premise("scout", "window", 6, expected_version=1)
+    assert rule.seen == [
+        ProposedContribution("scout", "findings", {"f": 1}),
+        ProposedPremiseWrite("scout", "window", 6, 1),
+    ]
+
+
+def test_rule_that_raises_is_a_clear_error_and_writes_nothing(store_spec: StoreSpec) -> None:
+    def broken(proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
+        raise KeyError("oops")
+
+    model = _model(store_spec, broken)
+    with pytest.raises(AdmissionRuleError, match="raised KeyError"):
+        model.control.write("w", "findings", {"f": 1})
+    assert model.reader.head() == OPENING
+
+
+def test_rule_answering_nonsense_is_a_clear_error(store_spec: StoreSpec) -> None:
+    model = _model(store_spec, lambda proposed, reader: True)
+    with pytest.raises(AdmissionRuleError, match="must return Accept"):
+        model.control.write("w", "findings", {"f": 1})
+    assert model.reader.head() == OPENING
+
+
+def test_premise_compare_and_set(store_spec: StoreSpec) -> None:
+    model = _model(store_spec)
+    assert model.control.set_premise("w", "window", 6, expected_version=1) == Written(3, 2)
+    assert model.control.set_premise("w", "window", 7, expected_version=1) == Conflict(2)
+    assert model.control.set_premise("w", "window", 7, expected_version=2) == Written(4, 3)
+    state = model.reader.read_premise("window")
+    assert (state.value, state.version, state.sequence) == (7, 3, 4)
+
+
+def test_sequence_is_gap_free_over_refusals(store_spec: StoreSpec) -> None:
+    model = _model(store_spec, RecordingRule())
+    model.control.write("w", "findings", {"f": 1})
+    model.control.set_premise("w", "window", 6, expected_version=9)  # conflict: no number
+    model.control.write("scout", "hypotheses", {"h": 1})  # not permitted: no number
+    model.control.write("w", "hypotheses", {"h": 2})
+    assert [r.sequence for r in model.reader.log()] == [1, 2, 3, 4]
+    assert model.reader.head() == 4
+
+
+def test_unique_level_on_content_and_on_a_key(store_spec: StoreSpec) -> None:
+    model = create_model(
+        regions=[Level("whole", unique=True), Level("keyed", unique="id")],
+        store=store_spec.open(),
+    )
+    assert isinstance(model.control.write("a", "whole", {"x": 1, "y": 2}), Written)
+    dup = model.control.write("b", "whole", {"y": 2, "x": 1})  # same content, other key order
+    assert isinstance(dup, Rejected) and dup.cause is RejectionCause.DUPLICATE
+    assert isinstance(model.control.write("a", "keyed", {"id": "d1", "v": 1}), Written)
+    dup = model.control.write("a", "keyed", {"id": "d1", "v": 2})
+    assert isinstance(dup, Rejected) and dup.cause is RejectionCause.DUPLICATE
+    with pytest.raises(ContentError, match="the key 'id'"):
+        model.control.write("a", "keyed", {"v": 3})
+    assert model.reader.head() == 2
+
+
+def test_idempotency_key_repeat_returns_the_first_outcome(store_spec: StoreSpec) -> None:
+    model = _model(store_spec)
+    first = model.control.write("w", "findings", {"f": 1}, idempotency_key="k1")
+    again = model.control.write("w", "findings", {"f": 1}, idempotency_key="k1")
+    assert first == Written(3) and again == Written(3, repeat=True)
+    cas = model.control.set_premise("w", "window", 6, expected_version=1, idempotency_key="k2")
+    cas_again = model.control.set_premise(
+        "w", "window", 6, expected_version=1, idempotency_key="k2"
+    )
+    assert cas == Written(4, 2) and cas_again == Written(4, 2, repeat=True)
+    assert model.reader.head() == 4
+
+
+def test_idempotent_repeat_after_close_still_reports_the_first_outcome(
+    store_spec: StoreSpec,
+) -> None:
+    model = _model(store_spec)
+    model.control.write("w", "findings", {"f": 1}, idempotency_key="k1")
+    model.control.abort("done")
+    assert model.control.write("w", "findings", {"f": 1}, idempotency_key="k1").repeat
+
+
+def test_idempotency_key_reused_for_another_write_is_an_error(store_spec: StoreSpec) -> None:
+    model = _model(store_spec)
+    model.control.write("w", "findings", {"f": 1}, idempotency_key="k1")
+    with pytest.raises(IdempotencyKeyError, match="'k1' was already used by the write at"):
+        model.control.write("w", "findings", {"f": 2}, idempotency_key="k1")
+    assert model.reader.head() == OPENING + 1
+
+
+def test_batch_with_a_reused_key_writes_nothing(store_spec: StoreSpec) -> None:
+    model = _model(store_spec)
+    proposals = [
+        ProposedContribution("w", "findings", {"f": 1}),
+        ProposedContribution("w", "findings", {"f": 2}),
+    ]
+    with pytest.raises(IdempotencyKeyError):
+        model.control.write_all(proposals, idempotency_keys=["same", "same"])
+    assert model.reader.head() == OPENING
+
+
+def test_batch_commits_admitted_writes_and_reports_each(store_spec: StoreSpec) -> None:
+    model = _model(store_spec)
+    results = model.control.write_all(
+        [
+            ProposedContribution("w", "findings", {"f": 1}),
+            ProposedContribution("scout", "hypotheses", {"h": 1}),
+            ProposedPremiseWrite("w", "window", 9, 1),
+            ProposedPremiseWrite("w", "window", 10, 1),
+        ]
+    )
+    assert results[0] == Written(3)
+    assert isinstance(results[1], Rejected)
+    assert results[2] == Written(4, 2)
+    assert results[3] == Conflict(2)
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (float("nan"), "non-finite"),
+        ({"x": float("inf")}, "non-finite"),
+        ({1: "int key"}, "non-string key"),
+        ({"s": {1, 2}}, "type set"),
+        ((1, 2), "type tuple"),
+        (object(), "type object"),
+        (b"bytes", "type bytes"),
+    ],
+)
+def test_content_that_is_not_json_is_refused(
+    store_spec: StoreSpec, content: Any, fragment: str
+) -> None:
+    model = _model(store_spec)
+    digest = model.reader.digest()
+    with pytest.raises(ContentError, match=fragment):
+        model.control.write("w", "findings", content)
+    with pytest.raises(ContentError, match=fragment):
+        model.control.set_premise("w", "window", content, expected_version=1)
+    assert model.reader.digest() == digest
+
+
+def test_too_deep_content_is_refused(store_spec: StoreSpec) -> None:
+    model = _model(store_spec)
+    deep: Any = 1
+    for _ in range(10_000):
+        deep = [deep]
+    with pytest.raises(ContentError, match="nests deeper"):
+        model.control.write("w", "findings", deep)
+    assert model.reader.head() == OPENING
+
+
+@pytest.mark.parametrize("writer", ["", "@board", None, 3])
+def test_invalid_writer_names_are_refused(store_spec: StoreSpec, writer: Any) -> None:
+    model = _model(store_spec)
+    with pytest.raises(WriterError):
+        model.control.write(writer, "findings", {"f": 1})
+    assert model.reader.head() == OPENING
+
+
+@pytest.mark.parametrize("version", [0, -1, True, "1", 1.0, 2**70, None])
+def test_invalid_expected_versions_are_refused(store_spec: StoreSpec, version: Any) -> None:
+    model = _model(store_spec)
+    with pytest.raises(ContentError, match="expected_version"):
+        model.control.set_premise("w", "window", 1, expected_version=version)
+    assert model.reader.head() == OPENING
+
+
+def test_subscribers_are_notified_in_order_outside_the_lock(store_spec: StoreSpec) -> None:
+    seen: list[Notification] = []
+    holder: dict[str, Model] = {}
+
+    def on_wake(note: Notification) -> None:
+        seen.append(note)
+        # Writing from inside a notification must not deadlock: the lock is not held.
+        if note.record.region == "window" and note.record.content < 7:
+            holder["m"].control.set_premise(
+                "echo", "window", note.record.content + 1, expected_version=note.record.version
+            )
+
+    model = _model(
+        store_spec,
+        agents=[Agent("scout", writes_to=["findings"], subscribes_to=["window"], notify=on_wake)],
+    )
+    holder["m"] = model
+    model.control.write("w", "findings", {"f": 1})  # not subscribed: no notification
+    model.control.set_premise("w", "window", 5, expected_version=1)
+    assert [(n.agent, n.record.content, n.record.version) for n in seen] == [
+        ("scout", 5, 2),
+        ("scout", 6, 3),
+        ("scout", 7, 4),
+    ]
+
+
+def test_a_failing_agent_does_not_undo_the_write(store_spec: StoreSpec) -> None:
+    def explode(note: Notification) -> None:
+        raise RuntimeError("agent bug")
+
+    model = _model(
+        store_spec,
+        agents=[Agent("scout", writes_to=["findings"], subscribes_to=["findings"], notify=explode)],
+    )
+    assert model.control.write("w", "findings", {"f": 1}) == Written(3)
+    assert len(model.reader.read_level("findings")) == 1
+
+
+def test_grant_and_revoke_are_sequenced(store_spec: StoreSpec) -> None:
+    model = _model(store_spec)
+    granted = model.control.grant("scout", "hypotheses")
+    assert isinstance(granted, Written)
+    assert isinstance(model.control.write("scout", "hypotheses", {"h": 1}), Written)
+    model.control.revoke("scout", "hypotheses")
+    refused = model.control.write("scout", "hypotheses", {"h": 2})
+    assert isinstance(refused, Rejected) and refused.cause is RejectionCause.NOT_PERMITTED
+    kinds = [r.kind for r in model.reader.log()]
+    assert kinds[-3:] == [RecordKind.GRANT, RecordKind.LEVEL, RecordKind.REVOKE]
+    with pytest.raises(WriterError, match="not a registered agent"):
+        model.control.grant("stranger", "hypotheses")
