@@ -112,8 +112,8 @@ def serve() -> None:
 # -- the kill target ---------------------------------------------------------------------
 
 
-def stream(url: str, board: str, side_file: str, start: int, seed: int) -> None:
-    """Write forever as ``clerk`` on the "mixed" model; log each intent and each ack.
+def stream(url: str, board: str, side_file: str, start: int, seed: int, limit: int) -> None:
+    """Write ``limit`` fresh writes as ``clerk`` on the "mixed" model, logging each step.
 
     Side-file lines (JSON): ``{"intent": i, ...params}`` before a write and
     ``{"ack": i, "seqs": [...], "version": v}`` after it was acknowledged. A restarted
@@ -127,7 +127,7 @@ def stream(url: str, board: str, side_file: str, start: int, seed: int) -> None:
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     i = start
-    while True:
+    while i < start + limit or pending is not None:
         intent = pending if pending is not None else _intent(model, rng, i)
         pending = None
         if intent["i"] == i:  # a fresh intent: log it before acting on it
@@ -135,6 +135,8 @@ def stream(url: str, board: str, side_file: str, start: int, seed: int) -> None:
             i += 1
         ack = _act(model, intent)
         os.write(fd, (json.dumps(ack) + "\n").encode())
+    os.close(fd)
+    model.close()
 
 
 def _intent(model: Model, rng: random.Random, i: int) -> dict[str, Any]:
@@ -180,5 +182,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve()
     else:
-        _, _, url, board, side, start, seed = sys.argv
-        stream(url, board, side, int(start), int(seed))
+        _, _, url, board, side, start, seed, limit = sys.argv
+        stream(url, board, side, int(start), int(seed), int(limit))
