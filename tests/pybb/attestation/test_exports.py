@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pybb.attestation as attestation
+from pybb.errors import PybbError
+
+EXPECTED_EXPORTS = [
+    "KNOWN_ALGORITHMS",
+    "MAX_LOG_FILE_SIZE",
+    "MAX_PCR_INDEX",
+    "BootComponent",
+    "DigestAlgorithm",
+    "Event",
+    "EventLog",
+    "EventLogError",
+    "EventLogSource",
+    "EventType",
+    "LogFormat",
+    "PcrValues",
+    "ReplayStep",
+    "Replayer",
+    "SpecIdEvent",
+    "TruncatedLogError",
+    "UnknownAlgorithmError",
+    "device_path_to_text",
+    "event_type_name",
+    "iter_replay",
+    "load_event_log",
+    "parse_event_log",
+    "read_event_log",
+    "replay",
+]
+
+
+def test_public_names_are_exactly_the_curated_list() -> None:
+    assert attestation.__all__ == EXPECTED_EXPORTS
+    for name in attestation.__all__:
+        assert getattr(attestation, name) is not None
+
+
+def test_errors_hang_under_the_pybb_root() -> None:
+    assert issubclass(attestation.EventLogError, PybbError)
+    assert issubclass(attestation.TruncatedLogError, attestation.EventLogError)
+    assert issubclass(attestation.UnknownAlgorithmError, attestation.EventLogError)
+
+
+def test_importing_attestation_loads_no_other_layer() -> None:
+    probe = (
+        "import sys, pybb.attestation\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'blackboard', 'buddhi', 'rich'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
