@@ -1,0 +1,102 @@
+"""The stop detector's parameters and report, and the detector itself."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from buddhi._items import Attempt
+from buddhi.errors import PolicyError
+
+__all__ = ["ConvergencePolicy", "ConvergenceReport", "detect_convergence"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConvergencePolicy:
+    """When an item's iterations count as converged.
+
+    An item converges when its last ``window`` counted attempts all scored, and their
+    scores lie within ``tolerance`` of each other. Transient failures are not counted,
+    up to ``max_transient_retries`` of them; past that bound each further transient
+    failure counts as a failure, which breaks convergence.
+
+    Attributes:
+        window: How many trailing counted attempts must agree, at least 1.
+        tolerance: The widest spread of scores that still agrees, at least 0.
+        max_transient_retries: The bounded-retry allowance for transient failures.
+    """
+
+    window: int = 3
+    tolerance: float = 0.0
+    max_transient_retries: int = 3
+
+    def __post_init__(self) -> None:
+        _require_count("window", self.window, minimum=1)
+        _require_count("max_transient_retries", self.max_transient_retries, minimum=0)
+        tolerance = self.tolerance
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
+            raise PolicyError(f"convergence tolerance must be a number, got {tolerance!r}")
+        if not math.isfinite(tolerance) or tolerance < 0:
+            raise PolicyError(f"convergence tolerance must be finite and >= 0, got {tolerance!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ConvergenceReport:
+    """What the stop detector saw.
+
+    Attributes:
+        converged: Whether the item converged.
+        counted: How many attempts counted towards convergence.
+        transient_excluded: How many transient failures were left out of the count.
+        retries_exhausted: Whether transient failures went past the retry bound.
+    """
+
+    converged: bool
+    counted: int
+    transient_excluded: int
+    retries_exhausted: bool
+
+
+def detect_convergence(
+    history: tuple[Attempt, ...], policy: ConvergencePolicy
+) -> ConvergenceReport:
+    """Run the stop detector over an item's history.
+
+    Args:
+        history: The item's attempts, oldest first.
+        policy: The convergence parameters.
+
+    Returns:
+        The report; a transient failure within the retry bound is never read as progress
+        nor as agreement: it is simply not counted.
+    """
+    if not history:
+        return _NO_HISTORY
+    counted: list[Attempt] = []
+    excluded = 0
+    for attempt in history:
+        if attempt.transient and excluded < policy.max_transient_retries:
+            excluded += 1
+        else:
+            counted.append(attempt)
+    exhausted = any(attempt.transient for attempt in counted)
+    return ConvergenceReport(_agree(counted, policy), len(counted), excluded, exhausted)
+
+
+_NO_HISTORY = ConvergenceReport(False, 0, 0, False)
+
+
+def _agree(counted: list[Attempt], policy: ConvergencePolicy) -> bool:
+    tail = counted[-policy.window :]
+    if len(tail) < policy.window:
+        return False
+    scores = [attempt.score for attempt in tail]
+    if any(score is None for score in scores):
+        return False
+    numbers = [score for score in scores if score is not None]
+    return max(numbers) - min(numbers) <= policy.tolerance
+
+
+def _require_count(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PolicyError(f"convergence {name} must be a whole number >= {minimum}, got {value!r}")

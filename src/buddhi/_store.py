@@ -1,0 +1,382 @@
+"""The Store seam: scope-keyed interrupt counters and the two-tier exclusion lattice.
+
+A store implements primitives (read, charge and persist counters and exclusions
+atomically); the rules are written once, here, as pure functions it calls:
+:func:`assess_admission` decides an admission from the counters along the path,
+:meth:`ScopeCounter.at` rolls a counter into the current window, and
+:meth:`Exclusions.adding` / :meth:`Exclusions.retracting` keep the tiers apart.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Protocol
+
+from buddhi._budget import Bar, Scope, ScopePath, window_start
+from buddhi.errors import (
+    AdmissionRefused,
+    BudgetError,
+    BudgetExhausted,
+    ExclusionError,
+    SourceExcluded,
+)
+
+__all__ = [
+    "Admission",
+    "AdmissionRequest",
+    "Clock",
+    "ExclusionCause",
+    "Exclusions",
+    "ScopeCounter",
+    "Store",
+    "SystemClock",
+    "Tier",
+    "assess_admission",
+]
+
+
+class Clock(Protocol):
+    """Where a store reads the time that places an admission in its window."""
+
+    def now(self) -> datetime:
+        """Return the current time."""
+        ...
+
+
+class SystemClock:
+    """The wall clock, in UTC."""
+
+    def now(self) -> datetime:
+        """Return the current UTC time."""
+        return datetime.now(UTC)
+
+
+class Tier(enum.Enum):
+    """The two tiers of the exclusion lattice; a cause lives in exactly one."""
+
+    PERMANENT = "permanent"
+    TRANSIENT = "transient"
+
+
+@dataclass(frozen=True, slots=True)
+class ExclusionCause:
+    """Why a source is excluded from interrupting people, and in which tier.
+
+    Attributes:
+        name: The cause, from the pack's taxonomy (``"revoked"``, ``"rate_limited"``).
+        tier: ``PERMANENT`` causes are never retracted; ``TRANSIENT`` ones may be.
+    """
+
+    name: str
+    tier: Tier
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusions:
+    """A source's place in the two-tier exclusion lattice.
+
+    The lattice orders clear < transient < permanent; a source's level is the
+    highest tier holding a cause. The tiers never cross: a cause name held in one tier
+    cannot be added in the other, and permanent causes cannot be retracted, so
+    retracting transient causes never clears a permanent exclusion.
+
+    Attributes:
+        source: The excluded source.
+        permanent: The permanent causes held.
+        transient: The transient (retractable) causes held.
+    """
+
+    source: str
+    permanent: frozenset[str] = frozenset()
+    transient: frozenset[str] = frozenset()
+
+    @property
+    def level(self) -> Tier | None:
+        """The highest tier holding a cause, or ``None`` when the source is clear."""
+        if self.permanent:
+            return Tier.PERMANENT
+        return Tier.TRANSIENT if self.transient else None
+
+    @property
+    def excluded(self) -> bool:
+        """Whether any cause in either tier excludes the source."""
+        return bool(self.permanent or self.transient)
+
+    def adding(self, cause: ExclusionCause) -> Exclusions:
+        """Return these exclusions with ``cause`` added to its tier.
+
+        Raises:
+            ExclusionError: The cause's name is already held in the other tier.
+        """
+        mine, other = self._tiers(cause.tier)
+        if cause.name in other:
+            raise ExclusionError(self._crossing(cause))
+        return self._with(cause.tier, mine | {cause.name})
+
+    def retracting(self, cause: ExclusionCause) -> Exclusions:
+        """Return these exclusions with a transient ``cause`` retracted (absent: unchanged).
+
+        Raises:
+            ExclusionError: The cause is permanent, or its name is held as permanent.
+        """
+        if cause.tier is Tier.PERMANENT or cause.name in self.permanent:
+            raise ExclusionError(
+                f"cause {cause.name!r} of source {self.source!r} is permanent and cannot be "
+                "retracted; only transient causes are retractable"
+            )
+        return replace(self, transient=self.transient - {cause.name})
+
+    def _tiers(self, tier: Tier) -> tuple[frozenset[str], frozenset[str]]:
+        if tier is Tier.PERMANENT:
+            return self.permanent, self.transient
+        return self.transient, self.permanent
+
+    def _with(self, tier: Tier, causes: frozenset[str]) -> Exclusions:
+        if tier is Tier.PERMANENT:
+            return replace(self, permanent=causes)
+        return replace(self, transient=causes)
+
+    def _crossing(self, cause: ExclusionCause) -> str:
+        return (
+            f"cause {cause.name!r} of source {self.source!r} is held in the other tier; "
+            f"permanent and transient causes never cross, so it cannot be {cause.tier.value}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """One request to spend an interrupt.
+
+    Attributes:
+        scope: The path of the scope to charge; every ancestor is charged too.
+        item_id: The item whose ask would interrupt a person.
+        source: The item's source, checked against the exclusion lattice.
+        confidence: The ask's escalation confidence, checked against the bar.
+        bar: The pack's graduated bar.
+    """
+
+    scope: ScopePath
+    item_id: str
+    source: str
+    confidence: float
+    bar: Bar
+
+    def __post_init__(self) -> None:
+        value = self.confidence
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not 0.0 <= value <= 1.0:  # NaN fails the range check too
+            raise BudgetError(
+                f"item {self.item_id!r}: an admission's confidence must be a finite number in "
+                f"[0, 1], got {value!r}"
+            )
+        if not isinstance(self.scope, tuple) or not self.scope:
+            raise BudgetError(f"an admission's scope must be a scope path, got {self.scope!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """An admitted interrupt.
+
+    Attributes:
+        item_id: The admitted item.
+        scope: The charged scope's path.
+        load: The load the bar was read at (the most loaded scope, before charging).
+        required: The confidence the bar required at that load.
+        confidence: The ask's escalation confidence.
+        spent: The charged scope's spend in its window, after charging.
+        ceiling: The charged scope's ceiling.
+    """
+
+    item_id: str
+    scope: ScopePath
+    load: float
+    required: float
+    confidence: float
+    spent: int
+    ceiling: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeCounter:
+    """A scope's definition and its counters.
+
+    Attributes:
+        scope: The scope.
+        spent: Interrupts its subtree spent in the current window (all time without one).
+        total: Interrupts its subtree spent in all time.
+        own: Interrupts charged to this scope itself, in all time.
+        window_start: The start of the window ``spent`` counts, or ``None``.
+    """
+
+    scope: Scope
+    spent: int = 0
+    total: int = 0
+    own: int = 0
+    window_start: datetime | None = None
+
+    @property
+    def load(self) -> float:
+        """The spent fraction of the ceiling; a zero ceiling is always full."""
+        if self.scope.ceiling == 0:
+            return 1.0
+        return min(1.0, self.spent / self.scope.ceiling)
+
+    def at(self, now: datetime) -> ScopeCounter:
+        """Return this counter as of ``now``: ``spent`` restarts when a new window began."""
+        window = self.scope.window
+        if window is None:
+            return self
+        start = window_start(now, window)
+        if self.window_start is not None and start <= self.window_start:
+            return self
+        return replace(self, spent=0, window_start=start)
+
+    def charged(self, *, own: bool) -> ScopeCounter:
+        """Return this counter after one more interrupt; ``own`` when charged here."""
+        # Built directly rather than with ``replace``: this runs on every admission.
+        return ScopeCounter(
+            self.scope, self.spent + 1, self.total + 1, self.own + own, self.window_start
+        )
+
+
+def assess_admission(
+    request: AdmissionRequest, chain: Sequence[ScopeCounter], exclusions: Exclusions
+) -> Admission | AdmissionRefused:
+    """Decide one admission: the rule every store applies inside its atomic section.
+
+    The source must be clear in both tiers; no scope on the path may be at its
+    ceiling; and the confidence must reach the bar read at the load of the most
+    loaded scope on the path. A store charges every counter of ``chain`` only when
+    this returns an :class:`Admission`.
+
+    Args:
+        request: The request.
+        chain: The counters from the root down to ``request.scope``, rolled to now.
+        exclusions: The request's source's exclusions.
+
+    Returns:
+        The admission, or the refusal (``SourceExcluded`` or ``BudgetExhausted``).
+    """
+    if exclusions.excluded:
+        return SourceExcluded(item_id=request.item_id, exclusions=exclusions)
+    tightest = chain[0] if len(chain) == 1 else max(chain, key=_load)
+    required = request.bar(tightest.load)
+    limit = _limit(tightest, required, request.confidence)
+    if limit is not None:
+        return _exhausted(request, tightest, required, limit)
+    own = chain[-1]
+    return Admission(
+        request.item_id,
+        request.scope,
+        tightest.load,
+        required,
+        request.confidence,
+        own.spent + 1,
+        own.scope.ceiling,
+    )
+
+
+def _load(counter: ScopeCounter) -> float:
+    return counter.load
+
+
+def _limit(counter: ScopeCounter, required: float, confidence: float) -> str | None:
+    if counter.spent >= counter.scope.ceiling:
+        return "ceiling"
+    # Written so that a NaN from a faulty bar refuses rather than admits.
+    return None if confidence >= required else "bar"
+
+
+def _exhausted(
+    request: AdmissionRequest, counter: ScopeCounter, required: float, limit: str
+) -> BudgetExhausted:
+    return BudgetExhausted(
+        item_id=request.item_id,
+        scope=counter.scope.path,
+        spent=counter.spent,
+        ceiling=counter.scope.ceiling,
+        required=required,
+        confidence=request.confidence,
+        limit="ceiling" if limit == "ceiling" else "bar",
+    )
+
+
+class Store(ABC):
+    """Scope-keyed interrupt counters plus the two-tier source-exclusion lattice.
+
+    Every method is atomic with respect to every other, across threads (and, for a
+    durable store, across processes). ``admit`` in particular reads the counters along
+    the path, applies :func:`assess_admission`, and charges every counter on the path
+    as one indivisible step, so concurrent admissions never overshoot a ceiling.
+    A store reads time from the clock it was built with.
+    """
+
+    @abstractmethod
+    def open_scope(self, scope: Scope) -> None:
+        """Open a scope with zeroed counters; opening it again unchanged does nothing.
+
+        Raises:
+            UnknownScopeError: The scope's parent has not been opened.
+            ScopeConflictError: It is open with a different ceiling, weight or window.
+        """
+
+    @abstractmethod
+    def admit(self, request: AdmissionRequest) -> Admission:
+        """Atomically admit one interrupt, charging the scope and all its ancestors.
+
+        Raises:
+            BudgetExhausted: A scope on the path is full, or the bar is too high.
+            SourceExcluded: The request's source is excluded.
+            UnknownScopeError: The scope has not been opened.
+        """
+
+    @abstractmethod
+    def counter(self, path: ScopePath) -> ScopeCounter:
+        """Return a scope's counters as of now (``spent`` counts the current window).
+
+        Raises:
+            UnknownScopeError: The scope has not been opened.
+        """
+
+    @abstractmethod
+    def scopes(self) -> tuple[Scope, ...]:
+        """Return every open scope, each after its parent."""
+
+    @abstractmethod
+    def exclude(self, source: str, cause: ExclusionCause) -> Exclusions:
+        """Atomically add ``cause`` to ``source``'s exclusions and return the result.
+
+        Raises:
+            ExclusionError: The cause's name is held in the other tier.
+        """
+
+    @abstractmethod
+    def retract(self, source: str, cause: ExclusionCause) -> Exclusions:
+        """Atomically retract a transient ``cause`` from ``source`` and return the result.
+
+        Raises:
+            ExclusionError: The cause is permanent.
+        """
+
+    @abstractmethod
+    def exclusions(self, source: str) -> Exclusions:
+        """Return ``source``'s exclusions (empty tiers when it was never excluded)."""
+
+    def close(self) -> None:  # noqa: B027 - a store without resources needs no cleanup
+        """Release the store's resources; closing twice is harmless."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
