@@ -158,10 +158,21 @@ class SQLiteStore(Store):
         self._conn.execute("BEGIN IMMEDIATE")
 
     def _rollback(self) -> None:
+        """End a failed transaction; never leave it, and SQLite's write lock, open."""
+        if not self._conn.in_transaction:
+            return  # the fault that ended the transaction already rolled it back
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("ROLLBACK")
+            return
+        # The fault that failed the transaction failed the ROLLBACK too. Left open, the
+        # transaction would hold the write lock and fail every later call ("cannot start
+        # a transaction within a transaction"): try the driver's own rollback, and as a
+        # last resort close the connection, which rolls back (later calls then raise).
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.rollback()
         if self._conn.in_transaction:
-            # The transaction may already be gone with the fault that ended it.
             with contextlib.suppress(sqlite3.Error):
-                self._conn.execute("ROLLBACK")
+                self._conn.close()
 
     def _run(self, what: str, work: Callable[[sqlite3.Cursor], Any]) -> Any:
         try:
@@ -291,7 +302,10 @@ class SQLiteStore(Store):
     @property
     def in_transaction(self) -> bool:
         """Whether a transaction is open on this store's connection (tests check none leak)."""
-        return self._conn.in_transaction
+        try:
+            return self._conn.in_transaction
+        except sqlite3.ProgrammingError:  # closed: by close(), or after a failed rollback
+            return False
 
 
 def _head(cur: sqlite3.Cursor, board_id: str) -> int:
