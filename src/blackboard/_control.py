@@ -37,6 +37,7 @@ from blackboard.errors import (
     ContentError,
     IdempotencyKeyError,
     RegionKindError,
+    StoreError,
     UndeclaredRegionError,
     WriterError,
 )
@@ -61,6 +62,7 @@ BOARD_WRITER = "@board"
 TerminationPredicate = Callable[[BoardReader], bool]
 
 _MAX_VERSION = 2**62
+_COMPLETE = "the termination predicate says the run is complete"
 _log = logging.getLogger("blackboard")
 
 
@@ -317,18 +319,25 @@ class Control:
         if not isinstance(reason, str):
             raise ContentError("reason", f"must be a string, not {type(reason).__name__}")
         payload = encode({"status": status.value, "reason": reason}, "close reason")
-        self._append([PendingWrite(RecordKind.CLOSE, None, BOARD_WRITER, payload)])
+        closed = self._append([PendingWrite(RecordKind.CLOSE, None, BOARD_WRITER, payload)])[0]
+        if isinstance(closed, Appended):
+            # From the record just committed: a failing read here would raise after the close.
+            return Outcome(status, reason, closed.record.sequence)
         return self.outcome()
 
     def _check_done(self) -> None:
+        """Ask the termination predicate; runs after a write committed, so it never raises."""
         assert self._done is not None
         try:
             done = self._done(self._reader)
         except Exception:
             _log.exception("the termination predicate raised; the run stays open")
             return
-        if done and not self.outcome().closed:
-            self._close(RunStatus.COMPLETED, "the termination predicate says the run is complete")
+        try:
+            if done and not self.outcome().closed:
+                self._close(RunStatus.COMPLETED, _COMPLETE)
+        except StoreError:
+            _log.exception("the store failed to close the completed run; the run stays open")
 
     # -- notification ----------------------------------------------------------------
 
