@@ -51,8 +51,73 @@ def _sqlite(tmp_path: Path) -> StoreSpec:
     return StoreSpec("sqlite", f"sqlite:///{path}", lambda: SQLiteStore(path))
 
 
+PG_URL = os.environ.get("PYBB_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+"""The PostgreSQL server the tests use; each test gets a schema of its own in it."""
+
+_pg_down: list[str] = []  # why the server did not answer, remembered for the session
+
+
+def pg_unavailable(reason: str) -> None:
+    """Skip a PostgreSQL test with ``reason``, or fail it under CI=true, where it must run."""
+    if IN_CI:
+        pytest.fail(f"CI=true and the PostgreSQL tests cannot run: {reason}")
+    pytest.skip(reason)
+
+
+def pg_server() -> str:
+    """The server's URL once it answers (like pg_isready, with a short timeout)."""
+    if not _pg_down:
+        try:
+            import psycopg
+
+            with psycopg.connect(PG_URL, connect_timeout=3, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+            return PG_URL
+        except ImportError:
+            _pg_down.append("psycopg is not installed: pip install 'mrpybb[postgres]'")
+        except Exception as exc:
+            _pg_down.append(f"no PostgreSQL server answers at {PG_URL} ({exc}); set PYBB_PG_URL")
+    pg_unavailable(_pg_down[0])
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass
+class PostgresSpec(StoreSpec):
+    """A StoreSpec over a fresh schema, dropped with everything in it when the test ends."""
+
+    schema: str = ""
+    server: str = ""
+
+    def close_all(self) -> None:
+        super().close_all()
+        drop_pg_schema(self.server, self.schema)
+
+
+def new_pg_schema(server: str) -> str:
+    import uuid
+
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    return schema
+
+
+def drop_pg_schema(server: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def _postgres(tmp_path: Path) -> StoreSpec:
-    pytest.skip("the PostgreSQL store has not landed yet")
+    server = pg_server()
+    from blackboard.stores._postgres import PostgresStore
+
+    schema = new_pg_schema(server)
+    url = f"{server}{'&' if '?' in server else '?'}schema={schema}"
+    return PostgresSpec("postgres", url, lambda: PostgresStore(url), schema=schema, server=server)
 
 
 BACKENDS: dict[str, Callable[[Path], StoreSpec]] = {

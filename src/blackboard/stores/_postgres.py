@@ -1,0 +1,654 @@
+"""The PostgreSQL store: one board shared by many processes on many machines.
+
+Every admitting transaction starts by locking the board's row (``SELECT ... FOR UPDATE``).
+The row holds the board's ``head``, the sequence counter: it is read and bumped inside
+the transaction that inserts the records, so an aborted transaction gives its numbers
+back and the sequence stays gap-free, and because the lock is held until COMMIT, writes
+to one board become visible in sequence order. ``docs/adr/0001-gap-free-sequence.md``
+gives the argument. Subscribers in other processes wake by LISTEN/NOTIFY: a trigger on
+the head's update notifies inside the transaction, so the notification is delivered
+only on commit.
+
+Nothing outside this module names psycopg: driver errors become :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.errors import DeadlockDetected, SerializationFailure
+from psycopg.pq import TransactionStatus
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
+
+from blackboard._json import decode
+from blackboard._records import Outcome, Record, RecordKind, RunStatus
+from blackboard.errors import StoreConfigError, StoreError
+from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
+from blackboard.stores._pg_listen import Listener
+from blackboard.stores._pg_schema import MIGRATIONS, SCHEMA_VERSION, dec, enc, migrate
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore"]
+
+T = TypeVar("T")
+Conn = psycopg.Connection[Any]
+
+_COLUMNS = "seq, kind, region, writer, payload, version, at, ikey"
+_UNBOUNDED = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where the store connects: libpq conninfo, the schema, and a password-free name."""
+
+    conninfo: str
+    schema: str | None
+    described: str
+
+
+class _InDoubtError(Exception):
+    """The connection died while COMMIT was in flight: the transaction may have committed."""
+
+    def __init__(self, xid: str, result: object, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.xid = xid
+        self.result = result
+
+
+class PostgresStore(Store):
+    """Boards in a PostgreSQL database, shared by any number of processes.
+
+    Args:
+        url: ``postgresql://user@host:port/dbname`` (any libpq URL or conninfo). A
+            ``schema`` query parameter (``...?schema=name``) keeps the tables in that
+            schema; so does ``options=-csearch_path%3Dname`` for an existing schema.
+        min_size: Connections the pool keeps open.
+        max_size: The most connections the pool opens (one more serves wake-ups once
+            :meth:`wait` is used).
+        schema: The schema for the tables, created if absent (overrides the URL's).
+        retries: How often a transaction that failed for a passing reason (a dropped
+            connection, a serialization failure, a deadlock) is tried again before the
+            call raises :class:`StoreError`.
+        timeout: Seconds to wait for a connection from the pool (and for the first).
+        connection_class: The psycopg connection class; tests pass one that injects faults.
+
+    Raises:
+        StoreConfigError: The URL or an option is invalid.
+        StoreError: The server cannot be reached, or its schema is newer than this code.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        schema: str | None = None,
+        retries: int = 5,
+        timeout: float = 30.0,
+        connection_class: type[Conn] | None = None,
+    ) -> None:
+        _check_options(min_size, max_size, retries, timeout)
+        self._target = _target(url, schema)
+        self._retries = retries
+        self._channel = ""
+        self._listener: Listener | None = None
+        self._listener_lock = threading.Lock()
+        self._pool = self._open_pool(min_size, max_size, timeout, connection_class)
+        try:
+            self._channel = self._run_migrations()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._target.described})"
+
+    # -- connections and transactions ------------------------------------------------
+
+    def _open_pool(
+        self, min_size: int, max_size: int, timeout: float, connection_class: type[Conn] | None
+    ) -> ConnectionPool[Conn]:
+        pool: ConnectionPool[Conn] = ConnectionPool(
+            self._target.conninfo,
+            connection_class=connection_class or psycopg.Connection,
+            kwargs={"autocommit": True},
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            configure=self._configure,
+            timeout=timeout,
+            name=f"blackboard:{self._target.described}",
+        )
+        try:
+            pool.open(wait=True, timeout=timeout)
+        except psycopg.Error as exc:
+            pool.close()
+            raise StoreError(
+                f"cannot connect to the PostgreSQL store {self._target.described}: {exc}; "
+                "check that the server runs and the URL names a database you may use"
+            ) from exc
+        return pool
+
+    def _configure(self, conn: Conn) -> None:
+        # A client that vanishes inside a transaction would hold its board's row lock
+        # until the server noticed; this bounds that (our transactions never idle).
+        conn.execute("SET idle_in_transaction_session_timeout = '60s'")
+        if self._target.schema is not None:
+            conn.execute(
+                sql.SQL("SET search_path TO {}").format(sql.Identifier(self._target.schema))
+            )
+
+    @contextmanager
+    def _connection(self) -> Iterator[Conn]:
+        with self._pool.connection() as conn:
+            yield conn
+
+    def _attempt(self, work: Callable[[Conn], T], xid_of: Callable[[T], str] | None) -> T:
+        """One transaction: BEGIN, ``work``, COMMIT; a COMMIT cut off raises ``_InDoubtError``.
+
+        The transaction runs in pipeline mode: statements whose results ``work`` does not
+        read (the inserts, the counter's update, COMMIT) travel together, so the board's
+        row lock is held for one round trip and the commit's flush, not one per statement.
+        """
+        committing = False
+        with self._connection() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                    result = work(conn)
+                    committing = True
+                    conn.execute("COMMIT")
+            except psycopg.OperationalError as exc:
+                if committing and conn.closed and xid_of is not None:
+                    raise _InDoubtError(xid_of(result), result, exc) from exc
+                _rollback(conn)
+                raise
+            except BaseException:
+                _rollback(conn)
+                raise
+            return result
+
+    def _transact(
+        self, what: str, work: Callable[[Conn], T], xid_of: Callable[[T], str] | None = None
+    ) -> T:
+        """Run ``work`` in a transaction, retried over passing failures, errors translated.
+
+        ``xid_of`` gives the transaction id of a result, to learn after a lost COMMIT
+        whether it landed; without it ``work`` must be safe to run again (it checks
+        what is already there), and a lost COMMIT is simply retried.
+        """
+        for attempt in range(self._retries + 1):
+            try:
+                return self._attempt(work, xid_of)
+            except _InDoubtError as doubt:
+                status = self._resolve(doubt.xid)
+                if status == "committed":
+                    result: T = doubt.result  # type: ignore[assignment]
+                    return result
+                if status != "aborted" or attempt == self._retries:
+                    raise self._in_doubt(what, doubt) from doubt.__cause__
+            except psycopg.Error as exc:
+                if not self._passing(exc, attempt):
+                    raise self._error(what, exc) from exc
+            self._pause(attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _read(self, what: str, work: Callable[[Conn], T]) -> T:
+        """Run a read in autocommit, retried over passing failures, errors translated."""
+        for attempt in range(self._retries + 1):
+            try:
+                with self._connection() as conn:
+                    return work(conn)
+            except psycopg.Error as exc:
+                if not self._passing(exc, attempt):
+                    raise self._error(what, exc) from exc
+            self._pause(attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _passing(self, exc: psycopg.Error, attempt: int) -> bool:
+        """Whether ``exc`` may pass if tried again (and this attempt was not the last)."""
+        if isinstance(exc, PoolClosed | PoolTimeout | TooManyRequests):
+            return False
+        if not isinstance(exc, psycopg.OperationalError) or attempt >= self._retries:
+            return False
+        if not isinstance(exc, SerializationFailure | DeadlockDetected):
+            # Connections killed together (a failover, pg_terminate_backend) leave dead
+            # ones idle in the pool; test them now rather than fail once per dead one.
+            with suppress(psycopg.Error):
+                self._pool.check()
+        return True
+
+    def _pause(self, attempt: int) -> None:
+        time.sleep(min(0.005 * 2**attempt, 0.5) * random.uniform(0.5, 1.0))
+
+    def _resolve(self, xid: str) -> str | None:
+        """Ask the server how a transaction whose COMMIT was cut off ended."""
+        for attempt in range(self._retries + 1):
+            try:
+                with self._connection() as conn:
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+                status = None if row is None else row[0]
+                if status != "in progress":
+                    return None if status is None else str(status)
+            except psycopg.Error as exc:
+                if not self._passing(exc, attempt):
+                    return None
+            self._pause(attempt)
+        return None
+
+    def _error(self, what: str, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"PostgreSQL store {self._target.described} failed to {what}: "
+            f"{type(exc).__name__}: {exc}"
+        )
+
+    def _in_doubt(self, what: str, doubt: _InDoubtError) -> StoreError:
+        return StoreError(
+            f"PostgreSQL store {self._target.described} lost the connection while committing "
+            f"(to {what}) and could not learn whether the commit landed: {doubt}. A write "
+            "sent with an idempotency key can be sent again safely; read the board before "
+            "repeating one sent without"
+        )
+
+    # -- schema --------------------------------------------------------------------
+
+    def _run_migrations(self) -> str:
+        """Bring the schema up to date; return the wake-up channel's name."""
+        channel: str = self._transact(
+            "create or upgrade its schema",
+            lambda conn: migrate(conn, self._target.schema, self._target.described),
+        )
+        return channel
+
+    # -- the store interface -------------------------------------------------------
+
+    def open_board(self, board_id: str, declaration: str, opening: Sequence[PendingWrite]) -> str:
+        """Create the board with its opening writes, or return the stored declaration."""
+        board = enc(board_id)
+        stored = self._read("open a board", lambda conn: _declaration(conn, board))
+        if stored is not None:
+            return stored
+
+        def work(conn: Conn) -> str:
+            created = conn.execute(
+                "INSERT INTO bb_boards (board_id, declaration) VALUES (%s, %s)"
+                " ON CONFLICT (board_id) DO NOTHING RETURNING board_id",
+                (board, declaration),
+            ).fetchone()
+            if created is None:  # another process created it first; we waited for it
+                found = _declaration(conn, board)
+                assert found is not None
+                return found
+            txn = _PgTxn(conn, board_id)
+            apply_writes(txn, opening)
+            txn.finish()
+            return declaration
+
+        result: str = self._transact("open a board", work)
+        return result
+
+    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+        """Judge and keep ``writes`` in one transaction, under the board's row lock."""
+
+        def work(conn: Conn) -> tuple[list[AppendOutcome], str]:
+            txn = _PgTxn(conn, board_id)
+            outcomes = apply_writes(txn, writes)
+            txn.finish()
+            return outcomes, txn.xid
+
+        outcomes, _ = self._transact("append", work, lambda result: result[1])
+        return outcomes
+
+    def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
+        """The record written under ``key``, with its fingerprint."""
+        return self._read("find an idempotency key", lambda conn: _find_key(conn, board_id, key))
+
+    def head(self, board_id: str) -> int:
+        """The board's highest sequence number."""
+        return self._read("read the head", lambda conn: _head(conn, board_id))
+
+    def read_log(self, board_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        """Records after ``after`` up to ``until``."""
+        bound = _UNBOUNDED if until is None else until
+        return self._read(
+            "read the log",
+            lambda conn: _records(
+                conn,
+                f"SELECT {_COLUMNS} FROM bb_records WHERE board_id = %s AND seq > %s"
+                " AND seq <= %s ORDER BY seq",
+                (enc(board_id), after, bound),
+            ),
+        )
+
+    def read_region(self, board_id: str, region: str) -> list[Record]:
+        """Every record of a level, in order."""
+        return self._read(
+            "read a level",
+            lambda conn: _records(
+                conn,
+                f"SELECT {_COLUMNS} FROM bb_records WHERE board_id = %s AND region = %s"
+                " AND kind = 'level' ORDER BY seq",
+                (enc(board_id), enc(region)),
+            ),
+        )
+
+    def read_premise(self, board_id: str, name: str) -> Record | None:
+        """The record holding the premise's current value."""
+        records = self._read(
+            "read a premise",
+            lambda conn: _records(
+                conn,
+                f"SELECT {_COLUMNS} FROM bb_records WHERE board_id = %s AND seq ="
+                " (SELECT seq FROM bb_premises WHERE board_id = %s AND name = %s)",
+                (enc(board_id), enc(board_id), enc(name)),
+            ),
+        )
+        return records[0] if records else None
+
+    def outcome(self, board_id: str) -> Outcome:
+        """How the run stands."""
+        return self._read("read the run's outcome", lambda conn: _outcome(conn, board_id))
+
+    def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
+        """The current grants."""
+        rows = self._read(
+            "read permissions",
+            lambda conn: conn.execute(
+                "SELECT agent, region FROM bb_grants WHERE board_id = %s", (enc(board_id),)
+            ).fetchall(),
+        )
+        return frozenset((dec(a), dec(r)) for a, r in rows)
+
+    def permitted(self, board_id: str, agent: str, region: str) -> bool:
+        """Whether ``agent`` holds a grant for ``region`` now."""
+        return self._read(
+            "read a permission", lambda conn: _permitted(conn, enc(board_id), agent, region)
+        )
+
+    def wait(self, board_id: str, after: int, timeout: float) -> bool:
+        """Block until the head passes ``after``: woken by NOTIFY, not by polling."""
+        return self._wake_ups().wait(board_id, after, timeout, lambda: self.head(board_id))
+
+    def close(self) -> None:
+        """Stop the wake-up listener and close every pooled connection."""
+        with self._listener_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop()
+        self._pool.close()
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether any connection is out of the pool (tests check that none leak)."""
+        stats = self._pool.get_stats()
+        return bool(stats.get("pool_size", 0) != stats.get("pool_available", 0))
+
+    def _wake_ups(self) -> Listener:
+        with self._listener_lock:
+            if self._listener is None:
+                self._listener = Listener(self._target.conninfo, self._channel)
+            return self._listener
+
+
+# -- helpers over one connection -------------------------------------------------------
+
+
+def _scalar(conn: Conn, query: str, params: tuple[Any, ...] = ()) -> Any:
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else row[0]
+
+
+def _rollback(conn: Conn) -> None:
+    """Roll back whatever is open; a dead connection is discarded by the pool instead."""
+    if conn.closed:
+        return
+    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        with suppress(psycopg.Error):
+            conn.execute("ROLLBACK")
+
+
+def _declaration(conn: Conn, board: str) -> str | None:
+    found = _scalar(conn, "SELECT declaration FROM bb_boards WHERE board_id = %s", (board,))
+    return None if found is None else str(found)
+
+
+def _head(conn: Conn, board_id: str) -> int:
+    head = _scalar(conn, "SELECT head FROM bb_boards WHERE board_id = %s", (enc(board_id),))
+    if head is None:
+        raise StoreError(f"no board {board_id!r} in this store; open it first")
+    return int(head)
+
+
+def _permitted(conn: Conn, board: str, agent: str, region: str) -> bool:
+    return (
+        _scalar(
+            conn,
+            "SELECT 1 FROM bb_grants WHERE board_id = %s AND agent = %s AND region = %s",
+            (board, enc(agent), enc(region)),
+        )
+        is not None
+    )
+
+
+def _find_key(conn: Conn, board_id: str, key: str) -> tuple[Record, str] | None:
+    row = conn.execute(
+        f"SELECT {_COLUMNS}, fingerprint FROM bb_records WHERE board_id = %s AND ikey = %s",
+        (enc(board_id), enc(key)),
+    ).fetchone()
+    return None if row is None else (_record(row[:-1]), str(row[-1]))
+
+
+def _outcome(conn: Conn, board_id: str) -> Outcome:
+    row = conn.execute(
+        "SELECT r.payload, r.seq FROM bb_boards b JOIN bb_records r"
+        " ON r.board_id = b.board_id AND r.seq = b.closed_seq WHERE b.board_id = %s",
+        (enc(board_id),),
+    ).fetchone()
+    if row is None:
+        return Outcome(RunStatus.OPEN)
+    content = decode(row[0])
+    return Outcome(RunStatus(content["status"]), content["reason"], int(row[1]))
+
+
+def _records(conn: Conn, query: str, params: tuple[Any, ...]) -> list[Record]:
+    return [_record(row) for row in conn.execute(query, params).fetchall()]
+
+
+def _record(row: Sequence[Any]) -> Record:
+    seq, kind, region, writer, payload, version, at, ikey = row
+    return Record(
+        sequence=int(seq),
+        kind=RecordKind(kind),
+        region=None if region is None else dec(region),
+        writer=dec(writer),
+        content=decode(payload),
+        version=None if version is None else int(version),
+        at=at.astimezone(UTC),
+        idempotency_key=None if ikey is None else dec(ikey),
+    )
+
+
+class _PgTxn:
+    """The transaction primitives over one transaction holding the board's row lock."""
+
+    def __init__(self, conn: Conn, board_id: str) -> None:
+        self.conn = conn
+        self.board = enc(board_id)
+        row = conn.execute(
+            "SELECT head, closed_seq, pg_current_xact_id()::text FROM bb_boards"
+            " WHERE board_id = %s FOR UPDATE",
+            (self.board,),
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"no board {board_id!r} in this store; open it first")
+        self._start = self._head = int(row[0])
+        self._closed: int | None = None if row[1] is None else int(row[1])
+        self.xid = str(row[2])
+
+    def head(self) -> int:
+        return self._head
+
+    def closed_at(self) -> int | None:
+        return self._closed
+
+    def permitted(self, agent: str, region: str) -> bool:
+        return _permitted(self.conn, self.board, agent, region)
+
+    def premise_version(self, name: str) -> int | None:
+        version = _scalar(
+            self.conn,
+            "SELECT version FROM bb_premises WHERE board_id = %s AND name = %s",
+            (self.board, enc(name)),
+        )
+        return None if version is None else int(version)
+
+    def unique_holder(self, region: str, key: str) -> int | None:
+        seq = _scalar(
+            self.conn,
+            "SELECT seq FROM bb_uniques WHERE board_id = %s AND region = %s AND ukey_sha256 = %s",
+            (self.board, enc(region), _ukey(key)),
+        )
+        return None if seq is None else int(seq)
+
+    def find_key(self, key: str) -> tuple[Record, str] | None:
+        return _find_key(self.conn, dec(self.board), key)
+
+    def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
+        self.conn.execute(
+            "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
+            " ikey, fingerprint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.board,
+                record.sequence,
+                record.kind.value,
+                None if record.region is None else enc(record.region),
+                enc(record.writer),
+                write.payload,
+                record.version,
+                record.at,
+                None if record.idempotency_key is None else enc(record.idempotency_key),
+                fingerprint,
+            ),
+        )
+        self._derive(record, write)
+        self._head = record.sequence
+
+    def finish(self) -> None:
+        """Bump the counter once for the batch; its trigger sends the wake-up on commit."""
+        if self._head != self._start:
+            self.conn.execute(
+                "UPDATE bb_boards SET head = %s, closed_seq = %s WHERE board_id = %s",
+                (self._head, self._closed, self.board),
+            )
+
+    def _derive(self, record: Record, write: PendingWrite) -> None:
+        conn, board = self.conn, self.board
+        region = None if record.region is None else enc(record.region)
+        if record.kind is RecordKind.PREMISE:
+            conn.execute(
+                "INSERT INTO bb_premises (board_id, name, seq, version) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (board_id, name) DO UPDATE SET seq = excluded.seq,"
+                " version = excluded.version",
+                (board, region, record.sequence, record.version),
+            )
+        elif record.kind is RecordKind.LEVEL and write.unique_key is not None:
+            conn.execute(
+                "INSERT INTO bb_uniques (board_id, region, ukey_sha256, seq)"
+                " VALUES (%s, %s, %s, %s)",
+                (board, region, _ukey(write.unique_key), record.sequence),
+            )
+        elif record.kind is RecordKind.GRANT:
+            conn.execute(
+                "INSERT INTO bb_grants (board_id, agent, region) VALUES (%s, %s, %s)"
+                " ON CONFLICT DO NOTHING",
+                (board, enc(record.content["agent"]), region),
+            )
+        elif record.kind is RecordKind.REVOKE:
+            conn.execute(
+                "DELETE FROM bb_grants WHERE board_id = %s AND agent = %s AND region = %s",
+                (board, enc(record.content["agent"]), region),
+            )
+        elif record.kind is RecordKind.CLOSE:
+            self._closed = record.sequence
+
+
+def _ukey(key: str) -> str:
+    # A unique key can be as long as the content; btree entries cannot. Its digest can.
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# -- configuration -------------------------------------------------------------------
+
+
+def _check_options(min_size: int, max_size: int, retries: int, timeout: float) -> None:
+    if not 0 <= min_size <= max_size or max_size < 1:
+        raise StoreConfigError(
+            f"min_size={min_size!r}, max_size={max_size!r}: the pool needs "
+            "0 <= min_size <= max_size and max_size >= 1"
+        )
+    if retries < 0:
+        raise StoreConfigError(f"retries={retries!r} must be 0 or more")
+    if timeout <= 0:
+        raise StoreConfigError(f"timeout={timeout!r} must be a positive number of seconds")
+
+
+def _target(url: str, schema: str | None) -> _Target:
+    """Split the ``schema`` option off the URL and describe the target without its password."""
+    if not isinstance(url, str):
+        raise StoreConfigError(f"url={url!r} must be a 'postgresql://...' string")
+    conninfo, url_schema = _split_schema(url)
+    chosen = schema if schema is not None else url_schema
+    if chosen is not None:
+        _check_schema(chosen)
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        raise StoreConfigError(f"cannot read the PostgreSQL URL: {exc}") from exc
+    params.setdefault("application_name", "blackboard")
+    params.setdefault("connect_timeout", 10)
+    described = "{}@{}:{}/{}".format(
+        params.get("user", ""),
+        params.get("host", ""),
+        params.get("port", 5432),
+        params.get("dbname", ""),
+    )
+    if chosen is not None:
+        described += f"?schema={chosen}"
+    return _Target(make_conninfo("", **params), chosen, described)
+
+
+def _split_schema(url: str) -> tuple[str, str | None]:
+    if "://" not in url:
+        return url, None
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in query if key == "schema"]
+    kept = [(key, value) for key, value in query if key != "schema"]
+    rebuilt = urlunsplit(parts._replace(query=urlencode(kept)))
+    return rebuilt, schemas[-1] if schemas else None
+
+
+def _check_schema(schema: object) -> None:
+    if (
+        not isinstance(schema, str)
+        or not schema
+        or "\x00" in schema
+        or len(schema.encode()) > 63
+        or schema.startswith("pg_")
+    ):
+        raise StoreConfigError(
+            f"schema={schema!r} is not a usable PostgreSQL schema name; use 1 to 63 bytes, "
+            "no NUL, not starting with 'pg_'"
+        )
