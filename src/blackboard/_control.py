@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from blackboard._json import encode
+from blackboard._json import encode, is_utf8
 from blackboard._reader import BoardReader
 from blackboard._records import Notification, Outcome, Record, RecordKind, RunStatus
 from blackboard._regions import Agent, Level, Premise, Region
@@ -424,17 +424,20 @@ def _unique_key(level: Level, content: Any, payload: str) -> str | None:
 
 
 def _check_writer(writer: object) -> None:
-    if not isinstance(writer, str) or not writer or writer.startswith("@"):
+    if not isinstance(writer, str) or not writer or writer.startswith("@") or not is_utf8(writer):
         raise WriterError(
             f"writer {writer!r} is not a valid writer name; use a non-empty string that does "
-            "not start with '@' (reserved for the board's own writes)"
+            "not start with '@' (reserved for the board's own writes) and is valid Unicode"
         )
 
 
 def _check_key(key: object) -> None:
-    if key is not None and (not isinstance(key, str) or not key or len(key) > 256):
+    if key is not None and (
+        not isinstance(key, str) or not key or len(key) > 256 or not is_utf8(key)
+    ):
         raise ContentError(
-            "idempotency_key", f"{key!r} must be a non-empty string of at most 256 characters"
+            "idempotency_key",
+            f"{key!r} must be a non-empty string of valid Unicode of at most 256 characters",
         )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from blackboard.errors import ContentError
 
-__all__ = ["JSONValue", "decode", "encode"]
+__all__ = ["JSONValue", "decode", "encode", "is_utf8"]
 
 JSONValue = Any
 """A value made only of dict (str keys), list, str, int, float (finite), bool and None."""
@@ -27,9 +27,28 @@ def encode(value: object, what: str) -> str:
     """
     _check(value, what, depth=0)
     try:
-        return _encoder.encode(value)
+        text = _encoder.encode(value)
     except (ValueError, TypeError, RecursionError) as exc:  # pragma: no cover - _check is stricter
         raise ContentError(what, f"is not JSON-serialisable: {exc}") from exc
+    if not is_utf8(text):
+        raise ContentError(what, f"holds {_surrogate(text)}")
+    return text
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` can be kept as UTF-8: no lone surrogates (``json.loads`` makes them)."""
+    if text.isascii():  # O(1) in CPython: the common case costs nothing
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _surrogate(text: str) -> str:
+    index = next(i for i, char in enumerate(text) if 0xD800 <= ord(char) <= 0xDFFF)
+    return f"the lone surrogate {text[index]!r}, which is not Unicode text; remove or replace it"
 
 
 def decode(text: str) -> JSONValue:
