@@ -1,0 +1,23 @@
+"""A SQLite board with the human loop declared."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from human_support import open_board
+
+from blackboard import Model
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "board.db"
+
+
+@pytest.fixture
+def board(db: Path) -> Iterator[Model]:
+    model = open_board(db)
+    yield model
+    model.close()
