@@ -12,6 +12,7 @@ import argparse
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from buddhi import Attempt, Item, Seams, evaluate_item
 from buddhi.reference import DEFAULT_POLICY, Policy, ReferencePack, build_seams
@@ -78,6 +79,24 @@ def best_rate(run: Callable[[], object], count: int, repeat: int) -> float:
     return count / best
 
 
+PATHS: dict[str, tuple[Callable[[int], Item], int]] = {
+    "discarded (1 decision)": (lambda n: Item(f"d{n}", "noise"), 10),
+    "model_handled (4)": (lambda n: Item(f"m{n}", "s", None, 0.95), 10),
+    "converged (3)": (lambda n: Item(f"c{n}", "s", None, 0.05, _SETTLED), 10),
+    "escalated (7)": (lambda n: Item(f"e{n}", "s", None, 0.0), 10**9),
+    "denied (7)": (lambda n: Item(f"x{n}", "s", None, 0.0), 0),
+}
+
+
+def per_path(count: int, repeat: int, bare: float) -> None:
+    """Print items/s and the ratio to the bare loop for each disposition path alone."""
+    for name, (make, ceiling) in PATHS.items():
+        items = [make(n) for n in range(count)]
+        seams = build_seams(ceiling=ceiling, policy=make_seams(0).policy)
+        rate = best_rate(partial(supervised_loop, items, seams), count, repeat)
+        print(f"  {name:<24} {rate:>12,.0f} items/s  {bare / rate:>6.1f}x")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run both loops and print items/s, the ratio, and the disposition mix."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -95,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"evaluate_item (reference pack):  {supervised:>12,.0f} items/s")
     print(f"ratio bare/evaluate_item:        {bare / supervised:>12.2f}x")
     print("dispositions:", dict(sorted(mix.items())))
+    print("each path alone (ratio to the bare loop):")
+    per_path(args.items // 2, args.repeat, bare)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 from buddhi._asks import Ask, ask_defects
 from buddhi._budget import Bar, ScopePath
 from buddhi._convergence import ConvergenceReport, detect_convergence
-from buddhi._effort import RouterPick, Spend
+from buddhi._effort import EffortScale, RouterPick, Spend
 from buddhi._items import Item
 from buddhi._outcomes import InvalidAsk, RouteJudgment
 from buddhi._seams import EscalationTransport, OOBSource, PolicyPack, Resolution, Router
@@ -62,18 +62,33 @@ def decide_spend(
     if not isinstance(pick, RouterPick):
         raise SeamError(f"the Router returned {pick!r}; return a buddhi.RouterPick")
     scale = policy.efforts
-    effort, clamped = pick.effort, []
+    effort = _clamp_effort(scale, pick.effort, effort_ceiling)
+    allowed = scale.iterations(effort)
+    iterations = min(allowed, _iterations_left(item, policy.iteration_budget))
+    clamped = _CLAMPED[effort != pick.effort, iterations < allowed]
+    return Spend(pick.model, effort, iterations, pick, clamped)
+
+
+_CLAMPED = {
+    (False, False): (),
+    (True, False): ("effort_ceiling",),
+    (False, True): ("iteration_budget",),
+    (True, True): ("effort_ceiling", "iteration_budget"),
+}
+
+
+def _clamp_effort(scale: EffortScale, effort: str, ceiling: str | None) -> str:
     rank = scale.rank(effort)
-    if effort_ceiling is not None and rank > scale.rank(effort_ceiling, named_by="the ceiling"):
-        effort = effort_ceiling
-        clamped.append("effort_ceiling")
+    if ceiling is not None and rank > scale.rank(ceiling, named_by="the ceiling"):
+        return ceiling
+    return effort
+
+
+def _iterations_left(item: Item, budget: int) -> int:
+    if not item.history:
+        return budget
     used = sum(1 for attempt in item.history if not attempt.transient)
-    left = max(0, policy.iteration_budget - used)
-    iterations = scale.iterations(effort)
-    if iterations > left:
-        iterations = left
-        clamped.append("iteration_budget")
-    return Spend(pick.model, effort, iterations, pick, tuple(clamped))
+    return max(0, budget - used)
 
 
 def has_converged(item: Item, policy: PolicyPack) -> ConvergenceReport:
