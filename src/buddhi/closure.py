@@ -95,7 +95,12 @@ def supervise_stream(stream: Stream, seams: Seams, context: Context | None = Non
     Returns:
         One outcome per entry, and the reports of granted child streams.
     """
-    ctx = _enter(stream, seams, context)
+    _check_tree(stream, seams.policy.efforts)
+    return _supervise(stream, seams, context or _DEFAULT_CONTEXT)
+
+
+def _supervise(stream: Stream, seams: Seams, context: Context) -> StreamReport:
+    ctx = _narrow(context, stream, seams.policy.efforts)
     outcomes: list[Outcome] = []
     children: list[StreamReport] = []
     for entry in stream.entries:
@@ -130,13 +135,14 @@ def supervise_stream_of_streams(
     Raises:
         ItemTypeError: An entry is an item rather than a stream.
     """
-    ctx = _enter(streams, seams, context)
+    _check_tree(streams, seams.policy.efforts)
     for entry in streams.entries:
         if not isinstance(entry, Stream):
             raise ItemTypeError(
                 f"stream {streams.id!r} holds item {entry.id!r}; supervise_stream_of_streams "
                 "takes a stream of streams (use supervise_stream for items)"
             )
+    ctx = _narrow(context or _DEFAULT_CONTEXT, streams, seams.policy.efforts)
     judged = [_judge_child(child, seams, ctx) for child in streams.entries]  # type: ignore[arg-type]
     outcomes = tuple(outcome for outcome, _ in judged)
     children = tuple(report for _, granted in judged for report in granted)
@@ -177,14 +183,23 @@ def _judge_child(
     seams.store.open_scope(granted)
     assert outcome.spend is not None  # decide_spend ran before route_judgment
     child_ctx = Context(granted.path, outcome.spend.effort)
-    return outcome, (supervise_stream(child, seams, child_ctx),)
+    return outcome, (_supervise(child, seams, child_ctx),)
 
 
-def _enter(stream: Stream, seams: Seams, context: Context | None) -> Context:
+def _check_tree(stream: Stream, scale: EffortScale) -> None:
+    """Refuse a bad stream tree before anything is judged, so nothing is half-spent."""
     if not isinstance(stream, Stream):
         raise ItemTypeError(f"supervising takes a buddhi.Stream, got {type(stream).__name__}")
-    ctx = context or _DEFAULT_CONTEXT
-    ceiling = _lower(seams.policy.efforts, ctx.effort_ceiling, stream.effort_ceiling)
+    pending = [stream]
+    while pending:
+        current = pending.pop()
+        if current.effort_ceiling is not None:
+            scale.rank(current.effort_ceiling, named_by=f"stream {current.id!r}'s effort ceiling")
+        pending.extend(entry for entry in current.entries if isinstance(entry, Stream))
+
+
+def _narrow(ctx: Context, stream: Stream, scale: EffortScale) -> Context:
+    ceiling = _lower(scale, ctx.effort_ceiling, stream.effort_ceiling)
     return ctx if ceiling == ctx.effort_ceiling else Context(ctx.scope, ceiling)
 
 

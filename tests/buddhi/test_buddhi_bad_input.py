@@ -125,6 +125,19 @@ def bad_calls(seams: Seams) -> dict[str, tuple[Callable[[], object], str]]:
             ),
             r"finite number in \[0, 1\]",
         ),
+        "a nested stream naming an unknown effort ceiling": (
+            lambda: supervise_stream_of_streams(
+                Stream(
+                    "top",
+                    (
+                        Stream("first", (Item("x", "s"),)),
+                        Stream("second", (Stream("deep", (), effort_ceiling="max"),)),
+                    ),
+                ),
+                seams,
+            ),
+            "stream 'deep'.s effort ceiling names effort 'max'",
+        ),
         "a stream of streams holding an item": (
             lambda: supervise_stream_of_streams(Stream("top", (Item("x", "s"),)), seams),
             "holds item 'x'",
