@@ -1,0 +1,176 @@
+"""The JSON API (its contract is ``/openapi.json``). Every call needs a Bearer token.
+
+The API takes no cookies, so a page on another site cannot ride a person's login into
+it; state changes are further guarded by the outer middleware's origin checks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from pybb.human import AskStatus, is_valid_id
+from pybb.inbox._context import inbox_of
+from pybb.inbox._service import (
+    Outcome,
+    Submitted,
+    state_json,
+    submit_answer,
+    timeline,
+    visible_state,
+)
+from pybb.inbox._service import visible_states as _visible_states
+from pybb.inbox._tokens import TokenInfo
+
+__all__ = ["answer_ask", "budget", "get_ask", "list_asks", "me", "timeline_records"]
+
+_STATUSES = {"open", "answered", "closed", "all"}
+_MAX_LIMIT = 200
+
+
+async def list_asks(request: Request) -> Response:
+    """GET /api/asks?status=open|answered|closed|all."""
+    token = _token(request)
+    if token is None:
+        return _unauthorized()
+    status = request.query_params.get("status", "open")
+    if status not in _STATUSES:
+        return _error(422, "invalid", f"status must be one of {sorted(_STATUSES)}.")
+    states = await run_in_threadpool(_visible_states, inbox_of(request).model, token.human)
+    chosen = [s for s in states if status == "all" or s.status is AskStatus(status)]
+    return JSONResponse({"asks": [state_json(s) for s in chosen]})
+
+
+async def get_ask(request: Request) -> Response:
+    """GET /api/asks/{ask_id}."""
+    token = _token(request)
+    if token is None:
+        return _unauthorized()
+    ask_id = request.path_params["ask_id"]
+    state = None
+    if is_valid_id(ask_id):
+        state = await run_in_threadpool(visible_state, inbox_of(request).model, token.human, ask_id)
+    if state is None:
+        return _error(404, "not_found", "There is no such ask for you.")
+    return JSONResponse(state_json(state))
+
+
+async def answer_ask(request: Request) -> Response:
+    """POST /api/asks/{ask_id}/answer with ``{"option": ..., "note": ...}``."""
+    inbox = inbox_of(request)
+    token = _token(request)
+    if token is None:
+        return _unauthorized()
+    wait = inbox.answer_limiter.take(token.human)
+    if wait:
+        response = _error(429, "rate_limited", "Too many answers; slow down.")
+        response.headers["Retry-After"] = str(max(1, round(wait)))
+        return response
+    body = await _answer_body(request)
+    if isinstance(body, Response):
+        return body
+    ask_id = request.path_params["ask_id"]
+    if not is_valid_id(ask_id):
+        return _error(404, "not_found", "There is no such ask for you.")
+    option, note = body
+    done = await run_in_threadpool(submit_answer, inbox.model, token.human, ask_id, option, note)
+    return _submitted(done, ask_id)
+
+
+async def budget(request: Request) -> Response:
+    """GET /api/budget."""
+    token = _token(request)
+    if token is None:
+        return _unauthorized()
+    usage = await run_in_threadpool(inbox_of(request).budget.usage)
+    scopes = [{"scope": u.scope, "spent": u.spent, "ceiling": u.ceiling} for u in usage]
+    return JSONResponse({"scopes": scopes})
+
+
+async def timeline_records(request: Request) -> Response:
+    """GET /api/timeline?limit=N."""
+    inbox = inbox_of(request)
+    token = _token(request)
+    if token is None:
+        return _unauthorized()
+    raw = request.query_params.get("limit", str(inbox.settings.timeline_length))
+    if not raw.isdigit() or not 1 <= int(raw) <= _MAX_LIMIT:
+        return _error(422, "invalid", f"limit must be an integer from 1 to {_MAX_LIMIT}.")
+    head = await run_in_threadpool(inbox.model.reader.head)
+    items = await run_in_threadpool(timeline, inbox.model, token.human, int(raw))
+    records = [
+        {
+            "sequence": i.sequence,
+            "at": i.at.isoformat(),
+            "kind": i.kind,
+            "region": i.region,
+            "writer": i.writer,
+            "summary": i.summary,
+        }
+        for i in items
+    ]
+    return JSONResponse({"head": head, "records": records})
+
+
+async def me(request: Request) -> Response:
+    """GET /api/me."""
+    token = _token(request)
+    if token is None:
+        return _unauthorized()
+    expires = None if token.expires_at is None else token.expires_at.isoformat()
+    return JSONResponse({"human": token.human, "token_id": token.token_id, "expires_at": expires})
+
+
+def _token(request: Request) -> TokenInfo | None:
+    return inbox_of(request).bearer(request)
+
+
+async def _answer_body(request: Request) -> tuple[str, str] | Response:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        return _error(415, "unsupported_media_type", "Send the answer as application/json.")
+    try:
+        body: Any = json.loads(await request.body())
+    except (ValueError, RecursionError):
+        return _error(400, "bad_json", "The body is not JSON.")
+    if not isinstance(body, dict) or not set(body) <= {"option", "note"}:
+        return _error(422, "invalid", 'Send {"option": "<option id>", "note": "<text>"}.')
+    option, note = body.get("option"), body.get("note", "")
+    if not isinstance(option, str) or not isinstance(note, str):
+        return _error(422, "invalid", "option and note must be strings.")
+    return option, note
+
+
+def _submitted(done: Submitted, ask_id: str) -> Response:
+    if done.outcome is Outcome.WRITTEN:
+        assert done.answer is not None
+        assert done.state is not None
+        created = {
+            "ask_id": ask_id,
+            "sequence": done.sequence,
+            "answer": done.answer.to_json(),
+            "state": state_json(done.state),
+        }
+        return JSONResponse(created, status_code=201)
+    if done.outcome is Outcome.CONFLICT:
+        state = None if done.state is None else state_json(done.state)
+        payload = {"error": "conflict", "message": done.message, "state": state}
+        return JSONResponse(payload, status_code=409)
+    codes = {Outcome.NOT_FOUND: "not_found", Outcome.INVALID: "invalid"}
+    return _error(done.outcome.value, codes.get(done.outcome, "forbidden"), done.message)
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status)
+
+
+def _unauthorized() -> Response:
+    response = _error(
+        401, "unauthorized", "Send 'Authorization: Bearer <token>' with a valid token."
+    )
+    response.headers["WWW-Authenticate"] = 'Bearer realm="pybb inbox"'
+    return response

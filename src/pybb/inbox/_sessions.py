@@ -1,0 +1,101 @@
+"""Logins: server-side sessions, their CSRF tokens, and the answer nonces bound to them.
+
+The cookie carries only a random session id. Each session has its own CSRF token for
+its forms, and every answer form carries a nonce, HMAC(secret, session id, ask id), so
+a form is good for one ask in one session only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pybb.inbox._tokens import TokenInfo
+
+__all__ = ["Session", "Sessions"]
+
+_MAX_SESSIONS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One login.
+
+    Attributes:
+        session_id: The random id the cookie carries.
+        human: Who logged in, ``human:<name>``.
+        token_id: The public id of the token they logged in with.
+        csrf: The CSRF token of this session's forms.
+        expires_at: When the login ends.
+    """
+
+    session_id: str
+    human: str
+    token_id: str
+    csrf: str
+    expires_at: datetime
+
+
+class Sessions:
+    """The open logins of one inbox, in memory (a restart logs everyone out)."""
+
+    def __init__(self, ttl: timedelta, secret: bytes, clock: Callable[[], datetime]) -> None:
+        self._ttl = ttl
+        self._secret = secret
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._open: OrderedDict[str, Session] = OrderedDict()
+
+    def open(self, token: TokenInfo) -> Session:
+        """Start a login for ``token``'s person; it ends with the session ttl or the token."""
+        expires = self._clock() + self._ttl
+        if token.expires_at is not None:
+            expires = min(expires, token.expires_at)
+        session = Session(
+            secrets.token_urlsafe(32),
+            token.human,
+            token.token_id,
+            secrets.token_urlsafe(32),
+            expires,
+        )
+        with self._lock:
+            self._open[session.session_id] = session
+            while len(self._open) > _MAX_SESSIONS:
+                self._open.popitem(last=False)
+        return session
+
+    def get(self, session_id: str | None) -> Session | None:
+        """The open, unexpired session with this id, or ``None``."""
+        if not session_id or len(session_id) > 128:
+            return None
+        with self._lock:
+            session = self._open.get(session_id)
+            if session is not None and self._clock() >= session.expires_at:
+                del self._open[session_id]
+                session = None
+        return session
+
+    def close(self, session_id: str) -> None:
+        """End a login."""
+        with self._lock:
+            self._open.pop(session_id, None)
+
+    def nonce(self, session: Session, ask_id: str) -> str:
+        """The nonce that lets ``session`` answer ``ask_id`` (and nothing else)."""
+        message = f"{session.session_id}\x1f{ask_id}".encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+    def nonce_ok(self, session: Session, ask_id: str, nonce: object) -> bool:
+        """Whether ``nonce`` is this session's nonce for ``ask_id``."""
+        return isinstance(nonce, str) and hmac.compare_digest(self.nonce(session, ask_id), nonce)
+
+    @staticmethod
+    def csrf_ok(session: Session, token: object) -> bool:
+        """Whether ``token`` is this session's CSRF token."""
+        return isinstance(token, str) and hmac.compare_digest(session.csrf, token)
