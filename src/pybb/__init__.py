@@ -1,1 +1,81 @@
-"""pybb: the repair controller of seed 000, built on the blackboard kernel."""
+"""pybb: the repair controller of seed 000, built on the blackboard kernel.
+
+Entries are measurements with a condition; knowledge sources repair (or confirm) them;
+the controller dispatches each entry onto a chain of sources by its first verdict,
+retries, hands off, and escalates what nothing could repair. Every change is a
+sequenced write on a ``blackboard`` board, so a run on SQLite survives a crash and
+resumes where it stopped.
+"""
+
+from pybb._blackboard import Blackboard
+from pybb._controller import Controller, Predicate, Route
+from pybb._seams import Clock, ControllerObserver, SystemClock
+from pybb._source import KnowledgeSource, RetryPolicy
+from pybb._types import (
+    AttemptStatus,
+    AttemptSummary,
+    BlackboardEntry,
+    Chain,
+    CycleReport,
+    Escalation,
+    EscalationReport,
+    HaltReason,
+    HistoryEvent,
+    Resolution,
+    RunSummary,
+    Segment,
+    Stage,
+)
+from pybb.errors import (
+    AttemptError,
+    ComponentError,
+    DuplicateSourceError,
+    EntryError,
+    EntryExistsError,
+    EntryNotFoundError,
+    PredicateError,
+    PybbError,
+    ResolutionError,
+    RouteError,
+    SourceError,
+    UnknownSourceError,
+    UnregisteredPredicateError,
+)
+
+__all__ = [
+    "AttemptError",
+    "AttemptStatus",
+    "AttemptSummary",
+    "Blackboard",
+    "BlackboardEntry",
+    "Chain",
+    "Clock",
+    "ComponentError",
+    "Controller",
+    "ControllerObserver",
+    "CycleReport",
+    "DuplicateSourceError",
+    "EntryError",
+    "EntryExistsError",
+    "EntryNotFoundError",
+    "Escalation",
+    "EscalationReport",
+    "HaltReason",
+    "HistoryEvent",
+    "KnowledgeSource",
+    "Predicate",
+    "PredicateError",
+    "PybbError",
+    "Resolution",
+    "ResolutionError",
+    "RetryPolicy",
+    "Route",
+    "RouteError",
+    "RunSummary",
+    "Segment",
+    "SourceError",
+    "Stage",
+    "SystemClock",
+    "UnknownSourceError",
+    "UnregisteredPredicateError",
+]

@@ -1,0 +1,737 @@
+"""The blackboard: entries and their history, kept as sequenced writes on a kernel board.
+
+Every change is a record on one of the board's levels (see ``pybb._state``); the
+in-memory projection is folded from them. Writes made inside :meth:`Blackboard.batch`
+(the controller runs every cycle inside one) are applied to the projection at once and
+committed together in one durable transaction when the batch ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, KeysView, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from blackboard import (
+    Accept,
+    AdmissionRule,
+    BoardReader,
+    Model,
+    ProposedContribution,
+    ProposedPremiseWrite,
+    ProposedWrite,
+    Reject,
+    Written,
+    create_model,
+)
+from blackboard.stores import Store
+from pybb._attempt import AttemptContext, current_attempt
+from pybb._state import (
+    ATTEMPTS,
+    CHANGES,
+    CYCLE,
+    ENTRIES,
+    ESCALATIONS,
+    KINDS,
+    REGIONS,
+    RESOLUTIONS,
+    RESTORES,
+    EntryState,
+    Projection,
+    apply_writes,
+)
+from pybb._types import (
+    BlackboardEntry,
+    Escalation,
+    EscalationReport,
+    HistoryEvent,
+    Resolution,
+    Segment,
+    Stage,
+)
+from pybb._values import NotJSONError, copy_value, describe
+from pybb.errors import (
+    ComponentError,
+    EntryError,
+    EntryExistsError,
+    EntryNotFoundError,
+    ResolutionError,
+    SourceError,
+)
+
+__all__ = ["CONTROLLER", "DEFAULT_BOARD", "MAX_KEY", "Blackboard"]
+
+DEFAULT_BOARD = "pybb"
+CONTROLLER = "controller"
+"""The writer name of the controller's own records."""
+MAX_KEY = 128
+"""The longest entry key (idempotency keys built from it must fit the kernel's limit)."""
+
+_log = logging.getLogger("pybb")
+
+
+class _Pending(NamedTuple):
+    region: str
+    writer: str
+    content: Any
+    key: str | None
+    expected_version: int = 0
+
+
+class Blackboard:
+    """Entries, their segments and their history, on a durable kernel board.
+
+    Args:
+        store: ``None`` (memory), ``"sqlite:///path.db"`` (durable), a PostgreSQL URL,
+            or a ``blackboard.stores.Store``. Reopening a stored board resumes it.
+        board_id: Which board in the store.
+        writer: The writer name of this blackboard's own writes (entries, manual
+            component writes, resolutions).
+        admission_rule: An extra kernel admission rule for knowledge-source attempts,
+            asked after pybb's own (which refuses a component-scoped source writing
+            another component). It should be deterministic.
+
+    Attributes:
+        board_id: The board in the store.
+    """
+
+    def __init__(
+        self,
+        store: str | Store | None = None,
+        board_id: str = DEFAULT_BOARD,
+        *,
+        writer: str = "app",
+        admission_rule: AdmissionRule | None = None,
+    ) -> None:
+        if not isinstance(writer, str) or not writer or writer.startswith(("@", "ks:")):
+            raise EntryError(
+                None, f"writer {writer!r} is not usable; give a name not starting with '@' or 'ks:'"
+            )
+        self.board_id = board_id
+        self._writer = writer
+        self._user_rule = admission_rule
+        self._scopes: dict[str, str | None] = {}
+        self._pending: list[_Pending] | None = None
+        self._state = Projection()
+        self._model = create_model(
+            regions=REGIONS,
+            premises={CYCLE: 0},
+            admission_rule=self._admit,
+            store=store,
+            board_id=board_id,
+        )
+        self._rebuild()
+
+    # -- the seed's attributes -------------------------------------------------------
+
+    @property
+    def entries(self) -> Mapping[str, BlackboardEntry]:
+        """The entries in the certify segment, by key (a live read-only view of copies)."""
+        return _SegmentView(self, Segment.CERTIFY)
+
+    @property
+    def escalate(self) -> Mapping[str, BlackboardEntry]:
+        """The entries in the escalate segment, by key (a live read-only view of copies)."""
+        return _SegmentView(self, Segment.ESCALATE)
+
+    @property
+    def history(self) -> list[HistoryEvent]:
+        """Every change on the board, from its log (see :meth:`get_history`)."""
+        return self.get_history()
+
+    @property
+    def model(self) -> Model:
+        """The kernel run underneath: its ``reader`` reads the raw log, levels and digest."""
+        return self._model
+
+    @property
+    def head(self) -> int:
+        """The sequence number of the last write this blackboard has seen."""
+        return self._state.head
+
+    # -- writing entries --------------------------------------------------------------
+
+    def write_entry(
+        self, key: str, entry: BlackboardEntry, *, segment: Segment | str = Segment.CERTIFY
+    ) -> None:
+        """Write an entry under ``key``, to the certify segment unless told otherwise.
+
+        Writing the same entry under the same key again does nothing, so a resumed
+        script can write its entries again. Only ``predicate``/``conditions``,
+        ``measurement`` and the segment are taken from ``entry``.
+
+        Raises:
+            EntryError: The key or entry cannot be written (neither predicate nor
+                conditions, components that differ from the measurement's, a
+                measurement that is not JSON...). Nothing is written.
+            EntryExistsError: ``key`` already holds a different entry.
+        """
+        self._outside_attempt("write_entry")
+        content = _entry_content(key, entry, segment)
+        existing = self._state.entries.get(key)
+        if existing is not None:
+            if _same_entry(existing, content):
+                return
+            raise EntryExistsError(
+                key, "the key already holds a different entry; use a new key for a new entry"
+            )
+        self._emit(ENTRIES, self._writer, content, f"entry/{key}")
+
+    def write_entries(self, entries: Mapping[str, BlackboardEntry]) -> None:
+        """Write many entries in one transaction (see :meth:`write_entry`)."""
+        with self.batch():
+            for key, entry in entries.items():
+                self.write_entry(key, entry)
+
+    def write_component(self, key: str, component: str, value: Any) -> None:
+        """Write one component of a dict measurement, leaving the others as they are.
+
+        Inside a knowledge source's ``execute`` the write belongs to its attempt on
+        ``key`` (and is judged with it); elsewhere it is a change of its own, and the
+        entry is re-evaluated at the controller's next cycle.
+
+        Raises:
+            EntryNotFoundError: No entry ``key``.
+            ComponentError: The entry has no component ``component``.
+            EntryError: ``value`` is not JSON.
+        """
+        state = self._entry(key)
+        _check_component(state, component)
+        copied = _copy(key, value, f"value for component {component!r}")
+        self._write(state, component, copied)
+
+    def restore_original(self, key: str) -> None:
+        """Put the entry's original measurement back, as first written.
+
+        Raises:
+            EntryNotFoundError: No entry ``key``.
+        """
+        self._restore(key, None, self._writer)
+
+    def restore_component(self, key: str, component: str) -> None:
+        """Put one component back from the original, keeping the other components' fixes.
+
+        Raises:
+            EntryNotFoundError: No entry ``key``.
+            ComponentError: The entry has no component ``component``.
+        """
+        self._restore(key, component, self._writer)
+
+    def add_ks_history(self, key: str, source: str) -> int:
+        """Count one attempt of ``source`` on ``key`` (a sequenced write); return the count."""
+        self._outside_attempt("add_ks_history")
+        state = self._entry(key)
+        number = state.ks_history.get(source, 0) + 1
+        content = {"key": key, "source": source, "attempt": number, "status": "counted"}
+        self._emit(ATTEMPTS, self._writer, content, f"attempt/{key}/{source}/{number}")
+        return number
+
+    def report(self, key: str, report: Any) -> None:
+        """Attach a report to the running attempt on ``key`` (inside ``execute`` only).
+
+        The report (any JSON value) is kept with the attempt whatever its outcome, and
+        an escalation carries the failing tier's last report.
+
+        Raises:
+            SourceError: Called outside a knowledge source's attempt on ``key``.
+        """
+        context = self._attempt_on(key)
+        if context is None:
+            raise SourceError(
+                f"report() for entry {key!r} was called outside a knowledge source's attempt "
+                "on it; a report belongs to an attempt"
+            )
+        context.attach(_copy(key, report, "report"))
+
+    # -- reading --------------------------------------------------------------------
+
+    def get_entry(self, key: str) -> BlackboardEntry:
+        """A copy of the entry as it stands (inside an attempt: with the attempt's writes)."""
+        state = self._entry(key)
+        context = self._attempt_on(key)
+        measurement = state.measurement
+        if context is not None and context.writes:
+            measurement = apply_writes(measurement, context.writes)
+        return _snapshot(state, measurement)
+
+    def get_all_entries(self) -> dict[str, BlackboardEntry]:
+        """Copies of every entry in the certify segment."""
+        return dict(self.entries)
+
+    def get_escalate(self) -> dict[str, BlackboardEntry]:
+        """Copies of every entry in the escalate segment."""
+        return dict(self.escalate)
+
+    def get_escalation(self, key: str) -> Escalation | None:
+        """The escalation of ``key``, if it was escalated by the controller."""
+        state = self._entry(key)
+        if state.escalation is None:
+            return None
+        report = EscalationReport.from_json(state.escalation["report"])
+        snapshot = _snapshot(state, state.measurement)
+        return Escalation(self.board_id, key, snapshot, report.source, report, state.escalation_seq)
+
+    def get_resolution(self, key: str) -> Resolution | None:
+        """The out-of-band resolution of ``key``, if a person resolved it."""
+        resolution = self._entry(key).resolution
+        return None if resolution is None else _resolution(resolution)
+
+    def get_history(self, key: str | None = None) -> list[HistoryEvent]:
+        """Every change on the board (or to one entry), from the board's log, in order."""
+        events: list[HistoryEvent] = []
+        for record in self._model.reader.log():
+            kind = KINDS.get(record.region or "")
+            if kind is None:
+                continue
+            content = record.content
+            entry_key = content.get("key") if isinstance(content, dict) else None
+            if key is not None and entry_key != key:
+                continue
+            data = copy_value(content) if isinstance(content, dict) else {"value": content}
+            events.append(
+                HistoryEvent(record.sequence, kind, entry_key, record.writer, data, record.at)
+            )
+        return events
+
+    def digest(self) -> str:
+        """The board digest: SHA-256 of the canonical JSON of the whole board."""
+        return self._model.reader.digest()
+
+    # -- out-of-band resolution --------------------------------------------------------
+
+    def resolve(
+        self,
+        key: str,
+        decision: str,
+        *,
+        by: str,
+        at: datetime | None = None,
+        measurement: Any = None,
+        idempotency_key: str | None = None,
+    ) -> Resolution:
+        """Resolve an escalated entry out of band: a person's decision, recorded once.
+
+        The entry leaves the escalate segment for certify, its route over, with the
+        resolution in its history. A new ``measurement`` replaces the entry's and is
+        evaluated at the controller's next cycle. Resolving again with the same
+        decision returns the first resolution; a different one raises.
+
+        Args:
+            key: The escalated entry.
+            decision: What the person decided (e.g. the option they chose).
+            by: Who decided.
+            at: When (timezone-aware; default now).
+            measurement: A new measurement, or ``None`` to keep the current one.
+            idempotency_key: Applies the answer at most once; default ``resolve/<key>``.
+
+        Raises:
+            ResolutionError: The entry is not escalated, is already resolved otherwise,
+                or a field is unusable. Nothing is written.
+        """
+        self._outside_attempt("resolve")
+        state = self._entry(key)
+        content = _resolution_content(state, decision, by, at, measurement)
+        if state.resolution is None and state.stage is not Stage.ESCALATED:
+            raise ResolutionError(
+                key,
+                f"it is not escalated (its stage is {state.stage.value!r}); only "
+                "entries in the escalate segment are resolved out of band",
+            )
+        if state.resolution is None:
+            self._emit(RESOLUTIONS, self._writer, content, idempotency_key or f"resolve/{key}")
+        return self._resolved(state, content)
+
+    def _resolved(self, state: EntryState, content: dict[str, Any]) -> Resolution:
+        stored = self._state.entries[state.key].resolution
+        if stored is None or any(stored.get(k) != v for k, v in content.items()):
+            by = None if stored is None else stored.get("by")
+            raise ResolutionError(
+                state.key, f"it was already resolved differently (by {by!r}); a resolution is final"
+            )
+        return _resolution(stored)
+
+    # -- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Commit every write made inside the block in one durable transaction.
+
+        Writes are visible (``get_entry``) at once and durable when the block ends. If
+        the block raises, none of them is written. Nested blocks join the outer one.
+        """
+        if self._pending is not None:
+            yield
+            return
+        self._pending = []
+        try:
+            yield
+        except BaseException:
+            self._pending = None
+            self._rebuild()
+            raise
+        pending, self._pending = self._pending, None
+        if pending:
+            self._commit(pending)
+
+    def refresh(self) -> int:
+        """Take in writes other processes made to the board; return how many there were."""
+        return len(self._catch_up())
+
+    def close(self) -> None:
+        """Release the store if this blackboard opened it."""
+        self._model.close()
+
+    def __enter__(self) -> Blackboard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Blackboard(board_id={self.board_id!r}, entries={len(self._state.entries)})"
+
+    # -- what the controller uses ---------------------------------------------------------
+
+    def _partition(self, source: str) -> KeysView[str]:
+        return self._state.partitions.setdefault(source, {}).keys()
+
+    def _register_source(self, name: str, component: str | None) -> None:
+        self._scopes[name] = component
+
+    def _emit(self, region: str, writer: str, content: Any, key: str | None) -> None:
+        """Apply a record to the projection now; commit it now or with the batch."""
+        expected = self._state.cycle_version if region == CYCLE else 0
+        self._state.apply(region, content)
+        item = _Pending(region, writer, content, key, expected)
+        if self._pending is not None:
+            self._pending.append(item)
+        else:
+            self._commit([item])
+
+    def _pending_count(self) -> int:
+        return 0 if self._pending is None else len(self._pending)
+
+    def _commit(self, items: list[_Pending]) -> bool:
+        """Write ``items`` in one transaction; False if the board did not take them as decided."""
+        proposals = [_proposal(item) for item in items]
+        try:
+            results = self._model.control.write_all(
+                proposals, idempotency_keys=[item.key for item in items]
+            )
+        except BaseException:
+            self._rebuild()
+            raise
+        first = self._state.head + 1
+        for offset, result in enumerate(results):
+            if (
+                not isinstance(result, Written)
+                or result.repeat
+                or result.sequence != first + offset
+            ):
+                _log.warning(
+                    "board %r did not take a batch as decided (%r at position %d); "
+                    "re-reading the board",
+                    self.board_id,
+                    result,
+                    offset,
+                )
+                self._rebuild()
+                return False
+        self._state.head = first + len(items) - 1
+        self._number(items, first)
+        return True
+
+    def _number(self, items: list[_Pending], first: int) -> None:
+        """Give escalations and resolutions their sequence numbers once committed."""
+        for offset, item in enumerate(items):
+            if item.region == ESCALATIONS:
+                self._state.entries[item.content["key"]].escalation_seq = first + offset
+            elif item.region == RESOLUTIONS:
+                entry = self._state.entries[item.content["key"]]
+                entry.resolution = {**item.content, "sequence": first + offset}
+
+    def _rebuild(self) -> None:
+        state = Projection()
+        for record in self._model.reader.log():
+            if record.region in KINDS:
+                state.apply(record.region, record.content, record.sequence, record.version or 0)
+            state.head = record.sequence
+        self._state = state
+
+    def _catch_up(self) -> list[Any]:
+        records = self._model.reader.log(self._state.head)
+        for record in records:
+            if record.region in KINDS:
+                self._state.apply(
+                    record.region, record.content, record.sequence, record.version or 0
+                )
+            self._state.head = record.sequence
+        return list(records)
+
+    def _judge(self, proposed: ProposedWrite) -> Accept | Reject:
+        return self._admit(proposed, self._model.reader)
+
+    def _admit(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
+        """The admission rule the kernel asks for every write (pybb's, then the user's)."""
+        if not isinstance(proposed, ProposedContribution) or not proposed.writer.startswith("ks:"):
+            return Accept()
+        refusal = self._scope_refusal(proposed)
+        if refusal is not None:
+            return Reject(refusal)
+        if self._user_rule is not None:
+            return self._user_rule(proposed, reader)
+        return Accept()
+
+    def _scope_refusal(self, proposed: ProposedContribution) -> str | None:
+        name = proposed.writer[3:]
+        content = proposed.content
+        if proposed.level != ATTEMPTS or not isinstance(content, dict):
+            return f"knowledge source {name!r} may only write attempt records"
+        if content.get("source") != name:
+            return f"knowledge source {name!r} may not record an attempt of another source"
+        if name not in self._scopes:
+            return f"{name!r} is not a knowledge source registered with a controller"
+        scope = self._scopes[name]
+        for component, _ in content.get("writes", ()):
+            if scope is not None and component != scope:
+                what = "the whole measurement" if component is None else f"component {component!r}"
+                return (
+                    f"knowledge source {name!r} is scoped to component {scope!r} and may not "
+                    f"write {what} of entry {content.get('key')!r}; write only "
+                    f"write_component(key, {scope!r}, value)"
+                )
+        return None
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _entry(self, key: str) -> EntryState:
+        state = self._state.entries.get(key) if isinstance(key, str) else None
+        if state is None:
+            raise EntryNotFoundError(key)
+        return state
+
+    def _attempt_on(self, key: str) -> AttemptContext | None:
+        context = current_attempt()
+        if context is None:
+            return None
+        if context.key != key:
+            raise EntryError(
+                key,
+                f"knowledge source {context.source!r} is working on entry {context.key!r} "
+                "and may write only that entry",
+            )
+        return context
+
+    def _outside_attempt(self, what: str) -> None:
+        context = current_attempt()
+        if context is not None:
+            raise SourceError(
+                f"knowledge source {context.source!r} called {what}() during its attempt on "
+                f"entry {context.key!r}; a source writes only its entry's measurement"
+            )
+
+    def _restore(self, key: str, component: str | None, writer: str) -> None:
+        state = self._entry(key)
+        if component is not None:
+            _check_component(state, component)
+        value = state.original if component is None else state.original[component]
+        context = self._attempt_on(key)
+        if context is not None:
+            context.write(component, value)
+            return
+        content: dict[str, Any] = {"key": key, "value": value}
+        if component is not None:
+            content["component"] = component
+        self._emit(RESTORES, writer, content, None)
+
+    def _write(self, state: EntryState, component: str | None, value: Any) -> None:
+        context = self._attempt_on(state.key)
+        if context is not None:
+            context.write(component, value)
+            return
+        content: dict[str, Any] = {"key": state.key, "value": value}
+        if component is not None:
+            content["component"] = component
+        self._emit(CHANGES, self._writer, content, None)
+
+
+class _SegmentView(Mapping[str, BlackboardEntry]):
+    """The entries of one segment, read lazily (each value a fresh copy)."""
+
+    def __init__(self, board: Blackboard, segment: Segment) -> None:
+        self._board = board
+        self._segment = segment
+
+    def __getitem__(self, key: str) -> BlackboardEntry:
+        if key not in self._board._state.segments[self._segment]:
+            raise KeyError(key)
+        return self._board.get_entry(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(self._board._state.segments[self._segment]))
+
+    def __len__(self) -> int:
+        return len(self._board._state.segments[self._segment])
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._board._state.segments[self._segment]
+
+
+def _proposal(item: _Pending) -> ProposedWrite:
+    if item.region == CYCLE:
+        return ProposedPremiseWrite(item.writer, CYCLE, item.content, item.expected_version)
+    return ProposedContribution(item.writer, item.region, item.content)
+
+
+def _snapshot(state: EntryState, measurement: Any) -> BlackboardEntry:
+    return BlackboardEntry(
+        predicate=state.predicate,
+        conditions=None if state.conditions is None else dict(state.conditions),
+        measurement=copy_value(measurement),
+        result=copy_value(state.result),
+        good_standing=state.good_standing,
+        original_measurement=copy_value(state.original),
+        ks_history=dict(state.ks_history),
+        segment=state.segment,
+        stage=state.stage,
+        source=state.source,
+        chain=state.chain_name,
+    )
+
+
+def _resolution(stored: Mapping[str, Any]) -> Resolution:
+    return Resolution(
+        stored["key"],
+        stored["decision"],
+        stored["by"],
+        datetime.fromisoformat(stored["at"]),
+        copy_value(stored.get("measurement")),
+        stored.get("sequence", 0),
+    )
+
+
+# -- validating input ---------------------------------------------------------------------
+
+
+def check_key(key: object) -> None:
+    """Refuse an entry key the board cannot use."""
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY:
+        raise EntryError(
+            None,
+            f"key {key!r} is not usable; use a non-empty string of at most {MAX_KEY} characters",
+        )
+
+
+def _entry_content(key: str, entry: object, segment: Segment | str) -> dict[str, Any]:
+    check_key(key)
+    if not isinstance(entry, BlackboardEntry):
+        raise EntryError(key, f"expected a BlackboardEntry, got {describe(entry)}")
+    try:
+        segment = Segment(segment)
+    except ValueError:
+        raise EntryError(key, f"segment {segment!r} is not 'certify' or 'escalate'") from None
+    measurement = _copy(key, entry.measurement, "measurement")
+    content: dict[str, Any] = {"key": key, "segment": segment.value, "measurement": measurement}
+    if entry.conditions is not None:
+        if entry.predicate is not None:
+            raise EntryError(
+                key,
+                "it has both a predicate and conditions; give predicate for a single value "
+                "or conditions for a dict of components, not both",
+            )
+        content["conditions"] = _conditions(key, entry.conditions, measurement)
+    elif entry.predicate is not None:
+        if not isinstance(entry.predicate, str) or not entry.predicate:
+            raise EntryError(key, f"predicate {entry.predicate!r} must be a non-empty name")
+        content["predicate"] = entry.predicate
+    else:
+        raise EntryError(
+            key,
+            "it has neither a predicate nor conditions; give predicate='name' (or "
+            "conditions={'component': 'name'} for a dict measurement)",
+        )
+    return content
+
+
+def _conditions(key: str, conditions: object, measurement: Any) -> dict[str, str]:
+    if not isinstance(conditions, Mapping) or not conditions:
+        raise EntryError(
+            key,
+            f"conditions must be a non-empty mapping of component to predicate name, got "
+            f"{describe(conditions)}",
+        )
+    for component, name in conditions.items():
+        if not isinstance(component, str) or not isinstance(name, str) or not name:
+            raise EntryError(
+                key,
+                f"condition {component!r}: {name!r} must map a component name to a predicate name",
+            )
+    if not isinstance(measurement, dict) or set(measurement) != set(conditions):
+        have = sorted(measurement) if isinstance(measurement, dict) else describe(measurement)
+        raise EntryError(
+            key,
+            f"its conditions name components {sorted(conditions)} but its measurement has "
+            f"{have}; give the measurement exactly the components the conditions name",
+        )
+    return dict(conditions)
+
+
+def _check_component(state: EntryState, component: object) -> None:
+    if state.conditions is None or not isinstance(state.measurement, dict):
+        raise ComponentError(
+            state.key,
+            component,
+            f"it has a single measurement, not components; there is no "
+            f"component {component!r} to write (write the whole measurement instead)",
+        )
+    if component not in state.conditions:
+        raise ComponentError(
+            state.key,
+            component,
+            f"it has no component {component!r}; its components are {sorted(state.conditions)}",
+        )
+
+
+def _copy(key: str, value: Any, what: str) -> Any:
+    try:
+        return copy_value(value)
+    except NotJSONError as exc:
+        raise EntryError(key, f"its {what} {exc}") from None
+
+
+def _same_entry(state: EntryState, content: Mapping[str, Any]) -> bool:
+    return (
+        state.predicate == content.get("predicate")
+        and state.conditions == content.get("conditions")
+        and state.original == content["measurement"]
+        and state.origin is Segment(content["segment"])
+    )
+
+
+def _resolution_content(
+    state: EntryState, decision: object, by: object, at: object, measurement: Any
+) -> dict[str, Any]:
+    key = state.key
+    for name, value in (("decision", decision), ("by", by)):
+        if not isinstance(value, str) or not value:
+            raise ResolutionError(key, f"{name} must be a non-empty string, got {value!r}")
+    when = datetime.now(UTC) if at is None else at
+    if not isinstance(when, datetime) or when.tzinfo is None:
+        raise ResolutionError(
+            key, f"at must be a timezone-aware datetime, got {at!r}; e.g. datetime.now(UTC)"
+        )
+    content: dict[str, Any] = {"key": key, "decision": decision, "by": by, "at": when.isoformat()}
+    if measurement is not None:
+        try:
+            copied = copy_value(measurement)
+        except NotJSONError as exc:
+            raise ResolutionError(key, f"the new measurement {exc}") from None
+        if state.conditions is not None:
+            try:
+                _conditions(key, state.conditions, copied)
+            except EntryError as exc:
+                raise ResolutionError(key, exc.problem) from None
+        content["measurement"] = copied
+    return content

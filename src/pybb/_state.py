@@ -1,0 +1,357 @@
+"""The in-memory projection of a pybb board: every entry's state, folded from its records.
+
+The projection changes only by :meth:`Projection.apply`, record by record. The live
+path applies each record as the controller decides it (before the cycle commits); a
+resumed run folds the board's log through the same method. So the two cannot drift:
+the partitions, their order and every counter come out the same either way, which is
+what makes a resumed run write exactly what an undisturbed run would have written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from blackboard import Level, Premise, Region
+from pybb._types import AttemptStatus, AttemptSummary, Chain, Segment, Stage
+
+__all__ = [
+    "ATTEMPTS",
+    "CHANGES",
+    "CYCLE",
+    "DISPATCHES",
+    "ENTRIES",
+    "ESCALATIONS",
+    "HANDOFFS",
+    "KINDS",
+    "REGIONS",
+    "RESOLUTIONS",
+    "RESTORES",
+    "VERDICTS",
+    "EntryState",
+    "Projection",
+]
+
+ENTRIES = "pybb.entries"
+VERDICTS = "pybb.verdicts"
+DISPATCHES = "pybb.dispatches"
+ATTEMPTS = "pybb.attempts"
+HANDOFFS = "pybb.handoffs"
+RESTORES = "pybb.restores"
+CHANGES = "pybb.changes"
+ESCALATIONS = "pybb.escalations"
+RESOLUTIONS = "pybb.resolutions"
+CYCLE = "pybb.cycle"
+
+REGIONS: tuple[Region, ...] = (
+    Level(ENTRIES, unique="key"),
+    Level(VERDICTS),
+    Level(DISPATCHES, unique="key"),
+    Level(ATTEMPTS),
+    Level(HANDOFFS),
+    Level(RESTORES),
+    Level(CHANGES),
+    Level(ESCALATIONS, unique="key"),
+    Level(RESOLUTIONS, unique="key"),
+    Premise(CYCLE),
+)
+"""The board's regions. Entries, dispatches, escalations and resolutions are unique per
+key, so the kernel itself refuses a second one for an entry, whoever writes it."""
+
+KINDS = {
+    ENTRIES: "entry",
+    VERDICTS: "verdict",
+    DISPATCHES: "dispatch",
+    ATTEMPTS: "attempt",
+    HANDOFFS: "handoff",
+    RESTORES: "restore",
+    CHANGES: "change",
+    ESCALATIONS: "escalation",
+    RESOLUTIONS: "resolution",
+    CYCLE: "cycle",
+}
+"""Each region's name in ``HistoryEvent.kind``."""
+
+
+class EntryState:
+    """One entry's current state. Mutated only by :class:`Projection`."""
+
+    __slots__ = (
+        "attempts",
+        "chain",
+        "chain_name",
+        "conditions",
+        "escalation",
+        "escalation_seq",
+        "good_standing",
+        "key",
+        "ks_history",
+        "measurement",
+        "origin",
+        "original",
+        "original_result",
+        "position",
+        "predicate",
+        "provisional",
+        "resolution",
+        "result",
+        "retry_at",
+        "scopes",
+        "segment",
+        "stage",
+        "verdict_error",
+    )
+
+    def __init__(self, content: Mapping[str, Any]) -> None:
+        self.key: str = content["key"]
+        self.predicate: str | None = content.get("predicate")
+        self.conditions: dict[str, str] | None = content.get("conditions")
+        self.measurement: Any = content["measurement"]
+        self.original: Any = content["measurement"]
+        self.result: bool | dict[str, bool] | None = None
+        self.original_result: bool | dict[str, bool] | None = None
+        self.good_standing = False
+        self.verdict_error: str | None = None
+        self.segment = Segment(content["segment"])
+        self.origin = self.segment
+        self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
+        self.chain_name: Chain | None = None
+        self.chain: tuple[str, ...] = ()
+        self.scopes: Mapping[str, str] = {}
+        self.position = 0
+        self.provisional = False
+        self.ks_history: dict[str, int] = {}
+        self.attempts: list[AttemptSummary] = []
+        self.retry_at: datetime | None = None
+        self.escalation: Mapping[str, Any] | None = None
+        self.escalation_seq = 0
+        self.resolution: Mapping[str, Any] | None = None
+
+    @property
+    def source(self) -> str | None:
+        """The source whose partition holds the entry, if it is being worked on."""
+        if self.stage is Stage.WORKING and self.position < len(self.chain):
+            return self.chain[self.position]
+        return None
+
+    def component_passes(self, component: str) -> bool:
+        """Whether ``component`` meets its condition and the entry is not provisional."""
+        result = self.result
+        return not self.provisional and isinstance(result, dict) and bool(result.get(component))
+
+
+class Projection:
+    """Every entry's state and the work queues, folded from the board's records."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, EntryState] = {}
+        self.segments: dict[Segment, dict[str, None]] = {s: {} for s in Segment}
+        self.stages: dict[Stage, int] = dict.fromkeys(Stage, 0)
+        self.dirty: dict[str, None] = {}
+        self.undispatched: dict[str, None] = {}
+        self.partitions: dict[str, dict[str, None]] = {}
+        self.ready: dict[str, None] = {}
+        self.waiting: dict[str, None] = {}
+        self.cycle = 0
+        self.cycle_version = 1
+        self.head = 0
+        self._appliers: dict[str, Callable[[EntryState, Mapping[str, Any], int], None]] = {
+            VERDICTS: self._verdict,
+            DISPATCHES: self._dispatch,
+            ATTEMPTS: self._attempt,
+            HANDOFFS: self._handoff,
+            RESTORES: self._restore,
+            CHANGES: self._change,
+            ESCALATIONS: self._escalation,
+            RESOLUTIONS: self._resolution,
+        }
+
+    # -- applying records ------------------------------------------------------------
+
+    def apply(self, region: str, content: Any, sequence: int = 0, version: int = 0) -> None:
+        """Fold one record into the state (``sequence`` is 0 until the record is committed)."""
+        if region == CYCLE:
+            self.cycle = int(content)
+            self.cycle_version = version or self.cycle_version + 1
+            return
+        if region == ENTRIES:
+            self._entry(content)
+            return
+        applier = self._appliers.get(region)
+        key = content.get("key") if isinstance(content, dict) else None
+        entry = self.entries.get(key) if isinstance(key, str) else None
+        if applier is not None and entry is not None:
+            applier(entry, content, sequence)
+
+    def _entry(self, content: Mapping[str, Any]) -> None:
+        entry = EntryState(content)
+        self.entries[entry.key] = entry
+        self.segments[entry.segment][entry.key] = None
+        self.stages[entry.stage] += 1
+        self.dirty[entry.key] = None
+
+    def _verdict(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        entry.result = content["result"]
+        entry.good_standing = bool(content["good_standing"])
+        entry.verdict_error = content.get("error")
+        entry.provisional = False
+        self.dirty.pop(entry.key, None)
+        if entry.original_result is None:
+            entry.original_result = entry.result
+        if entry.stage is Stage.NEW:
+            self._stage(entry, Stage.EVALUATED)
+            self.undispatched[entry.key] = None
+        elif entry.stage is Stage.WORKING:
+            self._settle(entry)
+
+    def _dispatch(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        self.undispatched.pop(entry.key, None)
+        entry.chain_name = Chain(content["chain"])
+        entry.chain = tuple(content["sources"])
+        entry.scopes = content.get("scopes") or {}
+        entry.position = 0
+        if entry.chain:
+            self._stage(entry, Stage.WORKING)
+            self._place(entry)
+        elif entry.chain_name is Chain.ON_PASS:
+            self._stage(entry, Stage.GOOD)
+        else:
+            self._stage(entry, Stage.WORKING)  # nothing can help: an escalation follows
+
+    def _attempt(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        source = content["source"]
+        entry.ks_history[source] = content["attempt"]
+        summary = AttemptSummary(
+            source,
+            content["attempt"],
+            AttemptStatus(content["status"]),
+            content.get("error"),
+            content.get("report"),
+            content.get("good_standing"),
+        )
+        entry.attempts.append(summary)
+        if "writes" in content:
+            entry.measurement = apply_writes(entry.measurement, content["writes"])
+        if "result" in content:
+            entry.result = content["result"]
+            entry.good_standing = bool(content["good_standing"])
+            entry.provisional = False
+        self._retry_at(entry, content.get("retry_at"))
+        if entry.stage is Stage.WORKING and entry.source == source:
+            self._settle(entry)
+
+    def _handoff(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        self._leave(entry)
+        entry.position += 1
+        self._place(entry)
+
+    def _restore(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        component = content.get("component")
+        if component is None:
+            entry.measurement = content["value"]
+            entry.result = entry.original_result
+        else:
+            entry.measurement = {**entry.measurement, component: content["value"]}
+            if isinstance(entry.result, dict) and isinstance(entry.original_result, dict):
+                entry.result = {**entry.result, component: entry.original_result[component]}
+        entry.good_standing = _passes(entry.result) and not entry.provisional
+
+    def _change(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        writes = [[content.get("component"), content["value"]]]
+        entry.measurement = apply_writes(entry.measurement, writes)
+        entry.result = None
+        entry.good_standing = False
+        self.ready.pop(entry.key, None)
+        self.dirty[entry.key] = None
+
+    def _escalation(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        self._leave(entry)
+        self._move(entry, Segment.ESCALATE)
+        self._stage(entry, Stage.ESCALATED)
+        entry.escalation = content
+        entry.escalation_seq = sequence
+
+    def _resolution(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        self._leave(entry)
+        self._move(entry, Segment.CERTIFY)
+        self._stage(entry, Stage.RESOLVED)
+        entry.resolution = {**content, "sequence": sequence}
+        if "measurement" in content:
+            entry.measurement = content["measurement"]
+            entry.result = None
+            entry.good_standing = False
+            self.dirty[entry.key] = None
+
+    # -- queue bookkeeping -------------------------------------------------------------
+
+    def _place(self, entry: EntryState) -> None:
+        source = entry.source
+        if source is None:
+            return
+        self.partitions.setdefault(source, {})[entry.key] = None
+        if entry.chain_name is Chain.ON_PASS:
+            entry.provisional = True
+            entry.good_standing = False
+        self._check_ready(entry)
+
+    def _leave(self, entry: EntryState) -> None:
+        source = entry.source
+        if source is not None:
+            self.partitions.get(source, {}).pop(entry.key, None)
+        self.ready.pop(entry.key, None)
+        self._retry_at(entry, None)
+
+    def _settle(self, entry: EntryState) -> None:
+        if entry.good_standing:
+            self._leave(entry)
+            self._stage(entry, Stage.GOOD)
+            entry.attempts = []  # only escalations report them; free the memory
+        else:
+            self._check_ready(entry)
+
+    def _check_ready(self, entry: EntryState) -> None:
+        component = entry.scopes.get(entry.source or "")
+        if component is not None and entry.component_passes(component):
+            self.ready[entry.key] = None
+
+    def _retry_at(self, entry: EntryState, when: str | None) -> None:
+        entry.retry_at = None if when is None else datetime.fromisoformat(when)
+        if entry.retry_at is None:
+            self.waiting.pop(entry.key, None)
+        else:
+            self.waiting[entry.key] = None
+
+    def _stage(self, entry: EntryState, stage: Stage) -> None:
+        self.stages[entry.stage] -= 1
+        self.stages[stage] += 1
+        entry.stage = stage
+
+    def _move(self, entry: EntryState, segment: Segment) -> None:
+        self.segments[entry.segment].pop(entry.key, None)
+        self.segments[segment][entry.key] = None
+        entry.segment = segment
+
+    # -- questions the controller asks --------------------------------------------------
+
+    def needs_work(self, key: str, component: str | None) -> bool:
+        """Whether a source (scoped to ``component``) has something to do on ``key``."""
+        entry = self.entries[key]
+        if entry.stage is not Stage.WORKING:
+            return False
+        if component is None:
+            return not entry.good_standing
+        return not entry.component_passes(component)
+
+
+def apply_writes(measurement: Any, writes: list[list[Any]]) -> Any:
+    """The measurement after ``writes`` (``[component or None, value]`` pairs, in order)."""
+    for component, value in writes:
+        measurement = value if component is None else {**measurement, component: value}
+    return measurement
+
+
+def _passes(result: bool | dict[str, bool] | None) -> bool:
+    if isinstance(result, dict):
+        return all(result.values())
+    return bool(result)

@@ -1,0 +1,225 @@
+"""In-memory fills of pybb's seams and the reference workloads, for tests and benchmarks.
+
+* :class:`FakeClock` drives retry back-off without waiting.
+* :class:`RecordingObserver` keeps every escalation, resolution, cycle and halt it is told.
+* :func:`w1` builds workload W1 (the repair ladder of issue 3) and :func:`w1_expected`
+  says how it must end; :func:`pair` builds the seed's ``example_pair``.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from blackboard.stores import Store
+from pybb._blackboard import Blackboard
+from pybb._controller import Controller
+from pybb._seams import ControllerObserver
+from pybb._source import KnowledgeSource
+from pybb._types import BlackboardEntry, CycleReport, Escalation, Resolution, RunSummary
+
+__all__ = [
+    "Decrement",
+    "FakeClock",
+    "FixComponent",
+    "RecordingObserver",
+    "ZeroEven",
+    "pair",
+    "w1",
+    "w1_expected",
+    "w1_outcomes",
+]
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class FakeClock:
+    """A clock that only moves when slept on (or advanced by hand).
+
+    Args:
+        start: The time it starts at.
+    """
+
+    def __init__(self, start: datetime = EPOCH) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+        self.sleeps: list[float] = []
+
+    def now(self) -> datetime:
+        """The fake time."""
+        with self._lock:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        """Move the fake time on by ``seconds`` at once."""
+        with self._lock:
+            self.sleeps.append(seconds)
+            self._now += timedelta(seconds=seconds)
+
+    def advance(self, seconds: float) -> None:
+        """Move the fake time on without recording a sleep."""
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+
+
+class RecordingObserver(ControllerObserver):
+    """Keeps everything a controller tells it, in order."""
+
+    def __init__(self) -> None:
+        self.escalations: list[Escalation] = []
+        self.resolutions: list[Resolution] = []
+        self.cycles: list[CycleReport] = []
+        self.halts: list[RunSummary] = []
+
+    def on_escalated(self, escalation: Escalation) -> None:
+        """Keep the escalation."""
+        self.escalations.append(escalation)
+
+    def on_resolved(self, resolution: Resolution) -> None:
+        """Keep the resolution."""
+        self.resolutions.append(resolution)
+
+    def on_cycle(self, cycle: CycleReport) -> None:
+        """Keep the cycle report."""
+        self.cycles.append(cycle)
+
+    def on_halted(self, summary: RunSummary) -> None:
+        """Keep the summary."""
+        self.halts.append(summary)
+
+
+class Decrement(KnowledgeSource):
+    """W1's first tier: the measurement minus one, per attempt."""
+
+    def execute(self, blackboard: Blackboard, key: str) -> Any:
+        """Return the measurement minus one."""
+        return blackboard.get_entry(key).measurement - 1
+
+
+class ZeroEven(KnowledgeSource):
+    """W1's second tier: an even measurement becomes 0; an odd one stays as it is."""
+
+    def execute(self, blackboard: Blackboard, key: str) -> Any:
+        """Return 0 for an even measurement, else the measurement unchanged."""
+        measurement = blackboard.get_entry(key).measurement
+        return 0 if measurement % 2 == 0 else measurement
+
+
+class FixComponent(KnowledgeSource):
+    """A component-scoped source that writes ``fix(value)`` to its component.
+
+    Args:
+        name: The source's name.
+        max_attempts: Its attempts per entry.
+        component: Its component.
+        fix: The repair, old component value to new one.
+    """
+
+    def __init__(
+        self, name: str, max_attempts: int, *, component: str, fix: Any, **options: Any
+    ) -> None:
+        super().__init__(name, max_attempts, component=component, **options)
+        self.fix = fix
+
+    def execute(self, blackboard: Blackboard, key: str) -> Any:
+        """Write the repaired component."""
+        component = self.component
+        assert component is not None
+        value = blackboard.get_entry(key).measurement[component]
+        blackboard.write_component(key, component, self.fix(value))
+        return None
+
+
+def less_than_3(measurement: Any) -> bool:
+    """W1's predicate."""
+    return bool(measurement < 3)
+
+
+def is_positive(measurement: Any) -> bool:
+    """The pair's ``y`` condition."""
+    return bool(measurement > 0)
+
+
+def w1(
+    n: int,
+    store: str | Store | None = None,
+    *,
+    board_id: str = "w1",
+    max_cycles: int = 1000,
+    write: bool = True,
+) -> tuple[Blackboard, Controller]:
+    """Workload W1: ``n`` entries ``e{i}`` with measurement ``i % 10``, predicate ``less_than_3``.
+
+    One predicate route for all of them: on_fail = [``decrement`` (3 attempts),
+    ``zero_even`` (1 attempt)]. Entries are written in one transaction unless
+    ``write`` is false (e.g. to resume a stored board without writing them again).
+    """
+    board = Blackboard(store, board_id)
+    controller = Controller(board, max_cycles=max_cycles)
+    controller.register_predicate("less_than_3", less_than_3)
+    controller.route_predicate(
+        "less_than_3", on_fail=[Decrement("decrement", 3), ZeroEven("zero_even", 1)]
+    )
+    if write:
+        with board.batch():
+            for i in range(n):
+                board.write_entry(
+                    f"e{i}", BlackboardEntry(predicate="less_than_3", measurement=i % 10)
+                )
+    return board, controller
+
+
+def w1_expected(n: int) -> dict[str, int]:
+    """How W1 must end: per outcome, the number of entries (computed, not recorded)."""
+    counts = {"pass": 0, "decrement": 0, "zero_even": 0, "escalated": 0}
+    for i in range(n):
+        m = i % 10
+        if m < 3:
+            counts["pass"] += 1
+        elif m - 3 < 3:
+            counts["decrement"] += 1
+        elif m % 2 == 0:
+            counts["zero_even"] += 1
+        else:
+            counts["escalated"] += 1
+    return counts
+
+
+def w1_outcomes(board: Blackboard) -> dict[str, int]:
+    """How a W1 board ended, read from its entries' histories on the board."""
+    counts = {"pass": 0, "decrement": 0, "zero_even": 0, "escalated": 0}
+    for key in board._state.entries:
+        entry = board._state.entries[key]
+        if entry.segment.value == "escalate":
+            counts["escalated"] += 1
+        elif not entry.ks_history:
+            counts["pass"] += 1
+        elif "zero_even" in entry.ks_history:
+            counts["zero_even"] += 1
+        else:
+            counts["decrement"] += 1
+    return counts
+
+
+def pair(
+    store: str | Store | None = None, *, board_id: str = "pair"
+) -> tuple[Blackboard, Controller]:
+    """The seed's ``example_pair``: ``{"x": 5, "y": -2}`` with x < 3 and y > 0.
+
+    ``fix_x`` (3 attempts) decrements x; ``fix_y`` (2 attempts) takes y's absolute value.
+    """
+    board = Blackboard(store, board_id)
+    controller = Controller(board, max_cycles=100)
+    controller.register_predicate("less_than_3", less_than_3)
+    controller.register_predicate("is_positive", is_positive)
+    fix_x = FixComponent("fix_x", 3, component="x", fix=lambda x: x - 1)
+    fix_y = FixComponent("fix_y", 2, component="y", fix=abs)
+    controller.route("p1", on_fail=[fix_x, fix_y])
+    board.write_entry(
+        "p1",
+        BlackboardEntry(
+            conditions={"x": "less_than_3", "y": "is_positive"}, measurement={"x": 5, "y": -2}
+        ),
+    )
+    return board, controller
