@@ -37,7 +37,10 @@ async def list_asks(request: Request) -> Response:
     token = _token(request)
     if token is None:
         return _unauthorized()
-    status = request.query_params.get("status", "open")
+    query = _query(request, "status")
+    if isinstance(query, Response):
+        return query
+    status = query.get("status", "open")
     if status not in _STATUSES:
         return _error(422, "invalid", f"status must be one of {sorted(_STATUSES)}.")
     states = await run_in_threadpool(_visible_states, inbox_of(request).model, token.human)
@@ -50,6 +53,9 @@ async def get_ask(request: Request) -> Response:
     token = _token(request)
     if token is None:
         return _unauthorized()
+    query = _query(request)
+    if isinstance(query, Response):
+        return query
     ask_id = request.path_params["ask_id"]
     state = None
     if is_valid_id(ask_id):
@@ -70,6 +76,9 @@ async def answer_ask(request: Request) -> Response:
         response = _error(429, "rate_limited", "Too many answers; slow down.")
         response.headers["Retry-After"] = str(max(1, round(wait)))
         return response
+    query = _query(request)
+    if isinstance(query, Response):
+        return query
     body = await _answer_body(request)
     if isinstance(body, Response):
         return body
@@ -86,6 +95,9 @@ async def budget(request: Request) -> Response:
     token = _token(request)
     if token is None:
         return _unauthorized()
+    query = _query(request)
+    if isinstance(query, Response):
+        return query
     usage = await run_in_threadpool(inbox_of(request).budget.usage)
     scopes = [{"scope": u.scope, "spent": u.spent, "ceiling": u.ceiling} for u in usage]
     return JSONResponse({"scopes": scopes})
@@ -97,7 +109,10 @@ async def timeline_records(request: Request) -> Response:
     token = _token(request)
     if token is None:
         return _unauthorized()
-    raw = request.query_params.get("limit", str(inbox.settings.timeline_length))
+    query = _query(request, "limit")
+    if isinstance(query, Response):
+        return query
+    raw = query.get("limit", str(inbox.settings.timeline_length))
     if not raw.isdigit() or not 1 <= int(raw) <= _MAX_LIMIT:
         return _error(422, "invalid", f"limit must be an integer from 1 to {_MAX_LIMIT}.")
     head = await run_in_threadpool(inbox.model.reader.head)
@@ -121,12 +136,26 @@ async def me(request: Request) -> Response:
     token = _token(request)
     if token is None:
         return _unauthorized()
+    query = _query(request)
+    if isinstance(query, Response):
+        return query
     expires = None if token.expires_at is None else token.expires_at.isoformat()
     return JSONResponse({"human": token.human, "token_id": token.token_id, "expires_at": expires})
 
 
 def _token(request: Request) -> TokenInfo | None:
     return inbox_of(request).bearer(request)
+
+
+def _query(request: Request, *allowed: str) -> dict[str, str] | Response:
+    """The query parameters, each at most once and each one the operation knows."""
+    items = request.query_params.multi_items()
+    names = [name for name, _ in items]
+    unknown = sorted(set(names) - set(allowed))
+    if unknown or len(names) != len(set(names)):
+        known = ", ".join(allowed) or "none"
+        return _error(422, "invalid", f"Unknown or repeated query parameters; this takes {known}.")
+    return dict(items)
 
 
 async def _answer_body(request: Request) -> tuple[str, str] | Response:
@@ -158,10 +187,9 @@ def _submitted(done: Submitted, ask_id: str) -> Response:
         return JSONResponse(created, status_code=201)
     if done.outcome is Outcome.CONFLICT:
         state = None if done.state is None else state_json(done.state)
-        payload = {"error": "conflict", "message": done.message, "state": state}
+        payload = {"error": done.code, "message": done.message, "state": state}
         return JSONResponse(payload, status_code=409)
-    codes = {Outcome.NOT_FOUND: "not_found", Outcome.INVALID: "invalid"}
-    return _error(done.outcome.value, codes.get(done.outcome, "forbidden"), done.message)
+    return _error(done.outcome.value, done.code, done.message)
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:

@@ -170,7 +170,10 @@ def _paths() -> dict[str, Any]:
                 "operationId": "getAsk",
                 "summary": "One ask with its status.",
                 "parameters": [_ASK_ID],
-                "responses": {"200": _json("The ask.", "AskState"), **_errors(401, 403, 404)},
+                "responses": {
+                    "200": _json("The ask.", "AskState"),
+                    **_errors(401, 403, 404, 422),
+                },
             }
         },
         "/api/asks/{ask_id}/answer": {
@@ -196,7 +199,7 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "operationId": "getBudget",
                 "summary": "Budget use per scope.",
-                "responses": {"200": _json("Use per scope.", "Budget"), **_errors(401, 403)},
+                "responses": {"200": _json("Use per scope.", "Budget"), **_errors(401, 403, 422)},
             }
         },
         "/api/timeline": {
@@ -221,7 +224,7 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "operationId": "whoAmI",
                 "summary": "The person the token stands for.",
-                "responses": {"200": _json("The person.", "Me"), **_errors(401, 403)},
+                "responses": {"200": _json("The person.", "Me"), **_errors(401, 403, 422)},
             }
         },
     }

@@ -58,6 +58,8 @@ class Submitted:
     Attributes:
         outcome: How it ended (its value is the HTTP status).
         message: A sentence for the person.
+        code: Why, for programs: ``written``, ``malformed``, ``unknown_option``,
+            ``not_found``, ``answered``, ``closed``, ``run_closed`` or ``forbidden``.
         state: The ask as it stands after the attempt, if it exists for this person.
         answer: The answer written, when written.
         sequence: Its sequence number, when written.
@@ -65,6 +67,7 @@ class Submitted:
 
     outcome: Outcome
     message: str
+    code: str
     state: AskState | None = None
     answer: Answer | None = None
     sequence: int | None = None
@@ -98,7 +101,8 @@ def submit_answer(model: Model, human: str, ask_id: str, option: str, note: str)
     try:
         proposed = Answer(ask_id, option, human, note, datetime.now(UTC))
     except MalformedContentError as exc:
-        return Submitted(Outcome.INVALID, f"That answer cannot be read: {exc.problem}.")
+        message = f"That answer cannot be read: {exc.problem}."
+        return Submitted(Outcome.INVALID, message, "malformed")
     refusal = judge_answer(model.reader, human, proposed.to_json())
     if refusal is not None:
         return _refused(refusal.code, refusal.reason, refusal.state)
@@ -107,7 +111,8 @@ def submit_answer(model: Model, human: str, ask_id: str, option: str, note: str)
         return _lost(model, proposed, result)
     _log.info("%s answered ask %r with %r (sequence %d)", human, ask_id, option, result.sequence)
     state = visible_state(model, human, ask_id)
-    return Submitted(Outcome.WRITTEN, "Your answer was recorded.", state, proposed, result.sequence)
+    message = "Your answer was recorded."
+    return Submitted(Outcome.WRITTEN, message, "written", state, proposed, result.sequence)
 
 
 def state_json(state: AskState) -> dict[str, Any]:
@@ -134,25 +139,29 @@ def timeline(model: Model, human: str, limit: int) -> tuple[TimelineItem, ...]:
 
 def _refused(code: RefusalCode, reason: str, state: AskState | None) -> Submitted:
     if code in (RefusalCode.UNKNOWN_ASK, RefusalCode.NOT_ADDRESSED):
-        return Submitted(Outcome.NOT_FOUND, "There is no such ask for you to answer.")
-    if code in (RefusalCode.ANSWERED, RefusalCode.CLOSED):
-        return Submitted(Outcome.CONFLICT, _sentence(reason), state)
-    if code in (RefusalCode.UNKNOWN_OPTION, RefusalCode.MALFORMED):
-        return Submitted(Outcome.INVALID, _sentence(reason), state)
-    return Submitted(Outcome.FORBIDDEN, _sentence(reason), state)
+        return Submitted(Outcome.NOT_FOUND, "There is no such ask for you to answer.", "not_found")
+    outcome = {
+        RefusalCode.ANSWERED: Outcome.CONFLICT,
+        RefusalCode.CLOSED: Outcome.CONFLICT,
+        RefusalCode.UNKNOWN_OPTION: Outcome.INVALID,
+        RefusalCode.MALFORMED: Outcome.INVALID,
+    }.get(code, Outcome.FORBIDDEN)
+    name = code.value if outcome is not Outcome.FORBIDDEN else "forbidden"
+    return Submitted(outcome, _sentence(reason), name, state)
 
 
 def _lost(model: Model, proposed: Answer, result: Rejected) -> Submitted:
     """The board refused a write that passed our own check: someone got there first."""
     state = visible_state(model, proposed.by, proposed.ask_id)
     if result.cause is RejectionCause.RUN_CLOSED:
-        return Submitted(Outcome.CONFLICT, "This run has closed; it takes no more answers.", state)
+        message = "This run has closed; it takes no more answers."
+        return Submitted(Outcome.CONFLICT, message, "run_closed", state)
     if result.cause is RejectionCause.NOT_PERMITTED:
-        return Submitted(Outcome.FORBIDDEN, _sentence(result.reason), state)
+        return Submitted(Outcome.FORBIDDEN, _sentence(result.reason), "forbidden", state)
     refusal = judge_answer(model.reader, proposed.by, proposed.to_json())
     if refusal is not None:
         return _refused(refusal.code, refusal.reason, refusal.state)
-    return Submitted(Outcome.CONFLICT, _sentence(result.reason), state)
+    return Submitted(Outcome.CONFLICT, _sentence(result.reason), "answered", state)
 
 
 def _sentence(reason: str) -> str:

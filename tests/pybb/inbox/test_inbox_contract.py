@@ -1,0 +1,106 @@
+"""RA-13: Schemathesis over the inbox's OpenAPI document, in process, against a real run.
+
+Every operation gets at least 100 generated examples, valid and invalid; every response
+must keep the contract (status code, content type, headers and body schema) and no
+response may be a server error. One refusal depends on state the schema cannot
+express: an option id that fits the pattern but is not one of that ask's options gets
+422 ``unknown_option``; only for it is the "valid data is accepted" check waived.
+Half the well-formed ask ids (and option ids) are swapped for real ones, so answering,
+conflicts and other people's asks are exercised too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from inbox_support import REALISTIC, app_for, hostile_ask, new_board, post_asks
+from schemathesis.checks import positive_data_acceptance
+
+from pybb.human import ANSWERS
+from pybb.inbox import TokenTable
+
+EXAMPLES = 100
+ID = r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}"
+ASK_IDS = [f"ask-{n}" for n in range(6)] + [a.ask_id for a in REALISTIC] + ["ask-9"]
+COUNTS: dict[str, int] = {}
+STATUSES: dict[str, set[int]] = {}
+
+
+@pytest.fixture
+def inbox(tmp_path: Path) -> Any:
+    model = new_board(tmp_path / "contract.db")
+    post_asks(model, [hostile_ask(n) for n in range(6)] + REALISTIC)
+    post_asks(model, [hostile_ask(9, to=("human:bob",))])
+    tokens = TokenTable()
+    app = app_for(model, tokens, allowed_hosts=("127.0.0.1", "localhost", "testserver"))
+    app.state.test_token = tokens.issue("alice")
+    app.state.test_model = model
+    yield app
+    model.close()
+
+
+@pytest.fixture
+def inbox_schema(inbox: Any) -> Any:
+    return schemathesis.openapi.from_asgi("/openapi.json", inbox)
+
+
+schema = schemathesis.pytest.from_fixture("inbox_schema")
+
+
+def _unknown_option(response: Any) -> bool:
+    if response.status_code != 422:
+        return False
+    body = response.json()
+    return isinstance(body, dict) and body.get("error") == "unknown_option"
+
+
+def _aim_at_real_asks(case: Any) -> None:
+    ask_id = (case.path_parameters or {}).get("ask_id")
+    if not isinstance(ask_id, str) or not re.fullmatch(
+        r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}", ask_id
+    ):
+        return
+    digest = hashlib.sha256(ask_id.encode()).digest()
+    if digest[0] % 2:
+        case.path_parameters["ask_id"] = ASK_IDS[digest[1] % len(ASK_IDS)]
+    body = case.body
+    option = body.get("option") if isinstance(body, dict) else None
+    if isinstance(option, str) and re.fullmatch(ID, option) and digest[2] % 2:
+        body["option"] = ["accept", "quarantine", "remeasure"][digest[3] % 3]
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
+def test_the_api_keeps_its_contract(case: Any, inbox: Any) -> None:
+    _aim_at_real_asks(case)
+    label = case.operation.label
+    COUNTS[label] = COUNTS.get(label, 0) + 1
+    response = case.call(headers={"Authorization": f"Bearer {inbox.state.test_token}"})
+    waived = [positive_data_acceptance] if _unknown_option(response) else []
+    case.validate_response(response, excluded_checks=waived)
+    STATUSES.setdefault(label, set()).add(response.status_code)
+    assert response.status_code < 500
+    answers = inbox.state.test_model.reader.read_level(ANSWERS)
+    assert len({c.content["ask_id"] for c in answers}) == len(answers)  # one answer per ask
+
+
+def test_every_operation_had_at_least_100_examples() -> None:
+    if not COUNTS:
+        pytest.skip("run together with test_the_api_keeps_its_contract")
+    assert len(COUNTS) == 6
+    assert min(COUNTS.values()) >= EXAMPLES, COUNTS
+    answer = STATUSES["POST /api/asks/{ask_id}/answer"]
+    assert {201, 404, 409, 422} <= answer, answer  # success, not found, conflict, invalid
+    assert 404 in STATUSES["GET /api/asks/{ask_id}"]
+    assert 200 in STATUSES["GET /api/asks/{ask_id}"]
