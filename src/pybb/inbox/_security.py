@@ -121,10 +121,20 @@ def _hostname(host: str) -> str:
 
 
 def _same_origin(scope: Scope, headers: dict[str, str], host: str) -> bool:
+    """Whether a state-changing request comes from the inbox's own pages (or no browser).
+
+    ``Sec-Fetch-Site`` is set by the browser and cannot be forged by a page, so when
+    present it decides. Chromium sends ``Origin: null`` on the inbox's own form posts
+    because of ``Referrer-Policy: no-referrer``; a null origin is accepted only with
+    ``Sec-Fetch-Site: same-origin``. Any other ``Origin`` or ``Referer`` must be ours.
+    """
     own = f"{scope.get('scheme', 'http')}://{host.lower()}"
-    if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+    fetch_site = headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
         return False
     origin = headers.get("origin")
+    if origin == "null":
+        return fetch_site == "same-origin"
     if origin is not None:
         return origin.lower() == own
     referer = headers.get("referer")

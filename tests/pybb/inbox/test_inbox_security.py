@@ -173,6 +173,7 @@ def test_logout_needs_the_csrf_token(client: AppClient, alice: str) -> None:
     [
         {"origin": "http://evil.example"},
         {"origin": "null"},
+        {"origin": "null", "sec-fetch-site": "cross-site"},
         {"origin": "http://127.0.0.1:9999"},
         {"origin": "https://127.0.0.1"},
         {"origin": "http://127.0.0.1", "sec-fetch-site": "cross-site"},
@@ -194,6 +195,16 @@ def test_a_request_from_a_foreign_origin_is_refused(
     assert api.status_code == 403
     assert api.json()["error"] == "foreign_origin"
     assert _answers(model) == 0
+
+
+def test_a_browser_form_post_with_a_null_origin_from_our_own_page_is_accepted(
+    client: AppClient, alice: str, model: Model
+) -> None:
+    # Chromium sends Origin: null on same-origin form posts under Referrer-Policy: no-referrer.
+    form = answer_form(login(client, alice), "ask-1", "accept")
+    headers = {"origin": "null", "sec-fetch-site": "same-origin"}
+    assert client.request("POST", form.action, data=form.fields, headers=headers).status_code == 303
+    assert _answers(model) == 1
 
 
 @pytest.mark.parametrize("host", ["evil.example", "127.0.0.1.evil.example", "10.0.0.1:8765", ""])
