@@ -63,6 +63,7 @@ TerminationPredicate = Callable[[BoardReader], bool]
 
 _MAX_VERSION = 2**62
 _COMPLETE = "the termination predicate says the run is complete"
+_ACCEPT = Accept()  # frozen and field-less: one instance serves every rule-less write
 _log = logging.getLogger("blackboard")
 
 
@@ -93,6 +94,8 @@ class Control:
         for agent in agents.values():
             for region in agent.subscribes_to:
                 self._subscribers.setdefault(region, []).append(agent)
+        # Nobody to notify: the queue stays empty, so writes skip it (a hot-path saving).
+        self._notifying = any(a.notify is not None for a in agents.values() if a.subscribes_to)
         self._lock = threading.Lock()
         self._queue: deque[tuple[Agent, Record]] = deque()
         self._queue_lock = threading.Lock()
@@ -113,7 +116,7 @@ class Control:
             IdempotencyKeyError, AdmissionRuleError, StoreError: nothing was written.
         """
         proposed = ProposedContribution(writer, level, content)
-        result = self.write_all([proposed], idempotency_keys=[idempotency_key])[0]
+        result = self._write_one(proposed, idempotency_key)
         assert not isinstance(result, Conflict)  # a level write cannot conflict
         return result
 
@@ -132,7 +135,7 @@ class Control:
             ``Written(sequence, version)``, ``Conflict(current_version)`` or ``Rejected``.
         """
         proposed = ProposedPremiseWrite(writer, premise, value, expected_version)
-        return self.write_all([proposed], idempotency_keys=[idempotency_key])[0]
+        return self._write_one(proposed, idempotency_key)
 
     def write_all(
         self,
@@ -157,6 +160,17 @@ class Control:
                 results[index] = _result(write, outcome)
             self._after_append(appended)
         return [r for r in results if r is not None]
+
+    def _write_one(self, proposed: ProposedWrite, key: str | None) -> WriteResult:
+        """``write_all([proposed])[0]`` without the batch bookkeeping: the hot path."""
+        early, write = self._prepare(proposed, key)
+        if early is not None or write is None:
+            assert early is not None
+            return early
+        appended = self._append([write])
+        result = _result(write, appended[0])
+        self._after_append(appended)
+        return result
 
     def grant(self, agent: str, region: str) -> Written | Rejected:
         """Allow a registered agent to write ``region`` from the next sequence on."""
@@ -202,6 +216,12 @@ class Control:
         return None, write
 
     def _pending(self, proposed: ProposedWrite, key: str | None) -> PendingWrite:
+        if not isinstance(proposed, ProposedContribution | ProposedPremiseWrite):
+            raise ContentError(
+                "proposal",
+                f"{proposed!r:.80} is not a ProposedContribution or ProposedPremiseWrite; "
+                "build each item of write_all() from one of those",
+            )
         _check_writer(proposed.writer)
         _check_key(key)
         if isinstance(proposed, ProposedContribution):
@@ -252,7 +272,7 @@ class Control:
 
     def _judge(self, proposed: ProposedWrite) -> Accept | Reject:
         if self._rule is None:
-            return Accept()
+            return _ACCEPT
         try:
             verdict = self._rule(proposed, self._reader)
         except Exception as exc:
@@ -285,11 +305,13 @@ class Control:
     def _append(self, writes: list[PendingWrite]) -> list[AppendOutcome]:
         with self._lock:
             outcomes = self._store.append(self.board_id, writes)
-            self._enqueue(o.record for o in outcomes if isinstance(o, Appended))
+            if self._notifying:
+                self._enqueue(o.record for o in outcomes if isinstance(o, Appended))
         return outcomes
 
     def _after_append(self, outcomes: list[AppendOutcome]) -> None:
-        self._deliver()
+        if self._notifying:
+            self._deliver()
         if self._done is not None and any(isinstance(o, Appended) for o in outcomes):
             self._check_done()
 

@@ -54,6 +54,9 @@ class BoardReader:
 
     def log(self, since: int = 0, until: int | None = None) -> tuple[Record, ...]:
         """Every write after sequence ``since`` (up to ``until``), to any region, in order."""
+        _check_position(since, "since")
+        if until is not None:
+            _check_position(until, "until")
         return tuple(self._store.read_log(self.board_id, since, until))
 
     def outcome(self) -> Outcome:
@@ -86,6 +89,7 @@ class BoardReader:
             since: Start after this sequence number.
             timeout: Stop once this many seconds pass with nothing new (None: wait on).
         """
+        _check_position(since, "since")
         cursor = since
         while True:
             records = self._store.read_log(self.board_id, cursor)
@@ -107,6 +111,13 @@ class BoardReader:
         if region.kind != kind:
             raise RegionKindError(name, region.kind, kind)
         return region
+
+
+def _check_position(position: object, name: str) -> None:
+    if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+        raise SequenceError(
+            f"{name}={position!r} is not a sequence number; pass a non-negative int"
+        )
 
 
 def _contribution(record: Record) -> Contribution:

@@ -37,7 +37,7 @@ from blackboard import (
     create_model,
 )
 from blackboard.stores import AppendOutcome, MemoryStore, PendingWrite, SQLiteStore, Store
-from conftest import StoreSpec, sized
+from storekit import StoreSpec, sized
 
 AGENTS = [f"agent{n}" for n in range(5)]
 LEVELS = [f"L{n}" for n in range(10)]

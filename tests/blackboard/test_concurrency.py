@@ -39,7 +39,7 @@ from blackboard import (
     Written,
     create_model,
 )
-from conftest import StoreSpec
+from storekit import StoreSpec
 
 THREADS, WRITES = 8, 1_000
 PROCESSES, PROCESS_WRITES = 4, 500

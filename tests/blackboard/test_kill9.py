@@ -37,7 +37,7 @@ from bb_reliability import (
     sqlite_board_violations,
 )
 
-from conftest import sized
+from storekit import sized
 
 KILLS = sized(15, 200)
 BOARD = "kill"

@@ -54,7 +54,7 @@ from blackboard import (
     Written,
     create_model,
 )
-from conftest import StoreSpec, sized
+from storekit import StoreSpec, sized
 
 CASES = sized(1_000, 100_000)
 
@@ -461,10 +461,9 @@ def test_a_ten_megabyte_contribution_is_refused_or_kept_intact(
     assert time.perf_counter() - started < 10
 
 
-# -- gaps found by this test, left to the kernel's owner --------------------------------
+# -- gaps this test found, since closed in the kernel ------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="write_all does not check its items' type yet")
 @pytest.mark.parametrize("item", [{"writer": "w", "level": "notes"}, None, "notes"])
 def test_write_all_refuses_an_item_that_is_not_a_proposal(item: Any) -> None:
     model = create_model([Level("notes")])
@@ -472,7 +471,6 @@ def test_write_all_refuses_an_item_that_is_not_a_proposal(item: Any) -> None:
         model.control.write_all([item])
 
 
-@pytest.mark.xfail(strict=True, reason="reader positions are not type-checked yet")
 def test_reader_refuses_a_position_that_is_not_an_int(local_store_spec: StoreSpec) -> None:
     model = create_model([Level("notes")], store=local_store_spec.open(), board_id="r")
     model.control.write("w", "notes", "n")

@@ -24,7 +24,7 @@ from blackboard import (
 )
 from blackboard.errors import StoreConfigError
 from blackboard.stores import open_store
-from conftest import StoreSpec
+from storekit import StoreSpec
 
 REGIONS = [Level("findings"), Premise("window")]
 

@@ -25,7 +25,7 @@ from bb_reliability import (
     sqlite_rows,
 )
 
-from conftest import sized
+from storekit import sized
 
 WRITERS = 8
 WRITES = sized(5_000, 5_000)

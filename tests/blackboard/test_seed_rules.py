@@ -16,7 +16,7 @@ from blackboard import (
     Written,
     create_model,
 )
-from conftest import StoreSpec
+from storekit import StoreSpec
 
 
 def validate_bundle(content: Any) -> Accept | Reject:

@@ -35,7 +35,7 @@ from blackboard import (
     create_model,
 )
 from blackboard.stores import MemoryStore, SQLiteStore, Store
-from conftest import sized
+from storekit import sized
 
 AGENTS = ("a1", "a2")
 WRITERS = (*AGENTS, "free")

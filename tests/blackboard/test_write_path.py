@@ -32,7 +32,7 @@ from blackboard import (
     Written,
     create_model,
 )
-from conftest import StoreSpec
+from storekit import StoreSpec
 
 OPENING = 2  # the window's opening value and scout's grant for findings
 
