@@ -24,6 +24,7 @@ from pybb.inbox import _api, _html
 from pybb.inbox._budget import BudgetView, PremiseBudgetView
 from pybb.inbox._context import Inbox, inbox_of, when
 from pybb.inbox._events import HeadWatcher
+from pybb.inbox._logs import redact_access_log
 from pybb.inbox._openapi import openapi_document
 from pybb.inbox._ratelimit import RateLimiter
 from pybb.inbox._security import SecurityMiddleware
@@ -152,6 +153,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 @asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    redact_access_log()
     yield
     inbox_of_app: Inbox = app.state.inbox
     inbox_of_app.watcher.stop()

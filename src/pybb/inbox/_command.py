@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from pybb.inbox._attach import attach_run
 from pybb.inbox._errors import InboxError
+from pybb.inbox._logs import redact_access_log
 from pybb.inbox._settings import LOOPBACK_HOSTS, InboxSettings
 from pybb.inbox._tokens import TokenTable
 
@@ -95,8 +96,11 @@ def run_inbox(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     app = create_app(model, tokens, settings=settings)
     port = sock.getsockname()[1]
     print(f"pybb inbox for run {model.board_id!r}: {_url(args.host, port)}", file=out, flush=True)
+    redact_access_log()
     try:
         uvicorn.Server(_config(uvicorn, app, args.host, port)).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled; we are done
+        print("pybb inbox: stopped", file=out)
     finally:
         sock.close()
         model.close()
