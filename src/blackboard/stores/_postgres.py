@@ -123,7 +123,11 @@ class PostgresStore(Store):
         pool: ConnectionPool[Conn] = ConnectionPool(
             self._target.conninfo,
             connection_class=connection_class or psycopg.Connection,
-            kwargs={"autocommit": True},
+            # No server-side prepared statements: psycopg counts a statement as prepared
+            # even when an earlier error in the same pipeline made the server skip its
+            # PREPARE (then "prepared statement _pg3_N does not exist" on the next use),
+            # and PgBouncer in transaction mode cannot keep them either.
+            kwargs={"autocommit": True, "prepare_threshold": None},
             min_size=min_size,
             max_size=max_size,
             open=False,
@@ -411,12 +415,17 @@ def _scalar(conn: Conn, query: str, params: tuple[Any, ...] = ()) -> Any:
 
 
 def _rollback(conn: Conn) -> None:
-    """Roll back whatever is open; a dead connection is discarded by the pool instead."""
+    """End whatever is open, so the pool gets back a clean connection or a closed one."""
     if conn.closed:
         return
-    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-        with suppress(psycopg.Error):
+    status = conn.info.transaction_status
+    if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        try:
             conn.execute("ROLLBACK")
+        except psycopg.Error:
+            conn.close()
+    elif status != TransactionStatus.IDLE:
+        conn.close()  # cut off mid-statement (an aborted pipeline): the pool replaces it
 
 
 def _declaration(conn: Conn, board: str) -> str | None:

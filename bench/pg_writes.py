@@ -1,0 +1,168 @@
+"""Accepted writes per second on PostgreSQL with 1, 2, 4 and 8 writer processes.
+
+Each run writes the same rows twice, in the same server and the same minute: once through
+the kernel (``control.write``: admission, the board's row lock, the gap-free sequence, the
+NOTIFY) and once as raw psycopg INSERTs, one autocommit transaction per row, into a table
+of the same shape with no sequence and no lock. The ratio says what the kernel's
+guarantees cost over the floor the server sets.
+
+    python bench/pg_writes.py [--url postgresql://postgres@127.0.0.1:5432/test]
+                              [--writes 4000] [--procs 1,2,4,8] [--json out.json]
+
+Every process is spawned and connected before a shared start time, so start-up is not
+timed; the figure is total writes / (last finish - start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import time
+import uuid
+from typing import Any
+
+import psycopg
+
+from blackboard import Level, Written, create_model
+from blackboard.stores._postgres import PostgresStore
+
+BOARD = "bench"
+RAW_TABLE = "raw_records"
+
+
+def _kernel_writer(url: str, writer: str, count: int, start_at: float, out: Any) -> None:
+    model = create_model([Level("events")], store=url, board_id=BOARD)
+    try:
+        payloads = [{"writer": writer, "i": i, "pad": "x" * 64} for i in range(count)]
+        _sleep_until(start_at)
+        for payload in payloads:
+            result = model.control.write(writer, "events", payload)
+            assert isinstance(result, Written), result
+        out.put((writer, time.time()))
+    finally:
+        model.close()
+
+
+def _raw_writer(server: str, schema: str, writer: str, count: int, start_at: float, out: Any):
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        payloads = [json.dumps({"writer": writer, "i": i, "pad": "x" * 64}) for i in range(count)]
+        _sleep_until(start_at)
+        for i, payload in enumerate(payloads):
+            conn.execute(
+                f"INSERT INTO {RAW_TABLE} (board_id, seq, kind, region, writer, payload, at)"
+                " VALUES (%s, %s, 'level', 'events', %s, %s, now())",
+                (writer, i + 1, writer, payload),
+            )
+        out.put((writer, time.time()))
+
+
+def _sleep_until(moment: float) -> None:
+    delay = moment - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def _timed(ctx: Any, target: Any, args_for: Any, procs: int, lead: float) -> float:
+    out = ctx.Queue()
+    start_at = time.time() + lead
+    workers = [ctx.Process(target=target, args=(*args_for(p), start_at, out)) for p in range(procs)]
+    for w in workers:
+        w.start()
+    finishes = [out.get(timeout=600)[1] for _ in workers]
+    for w in workers:
+        w.join(timeout=60)
+        if w.exitcode != 0:
+            raise SystemExit(f"a writer process failed (exit code {w.exitcode})")
+    return max(finishes) - start_at
+
+
+def _fresh_schema(server: str) -> str:
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(
+            f'CREATE TABLE "{schema}".{RAW_TABLE} (board_id text NOT NULL, seq bigint NOT NULL,'
+            " kind text NOT NULL, region text, writer text NOT NULL, payload text NOT NULL,"
+            " version bigint, at timestamptz NOT NULL, ikey text, fingerprint text,"
+            " PRIMARY KEY (board_id, seq))"
+        )
+    return schema
+
+
+def _drop_schema(server: str, schema: str) -> None:
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _check_gap_free(url: str, total: int) -> None:
+    store = PostgresStore(url)
+    try:
+        seqs = [r.sequence for r in store.read_log(BOARD)]
+    finally:
+        store.close()
+    if seqs != list(range(1, total + 1)):
+        raise SystemExit(f"the kernel's log is not exactly 1..{total}")
+
+
+def run(server: str, writes: int, procs: int) -> dict[str, Any]:
+    """One row of the table: kernel and raw writes/s with ``procs`` processes."""
+    ctx = mp.get_context("spawn")
+    per = writes // procs
+    schema = _fresh_schema(server)
+    url = f"{server}{'&' if '?' in server else '?'}schema={schema}"
+    try:
+        create_model([Level("events")], store=url, board_id=BOARD).close()
+        lead = 1.5 + 0.3 * procs  # spawned interpreters import and connect before the start
+        kernel = _timed(ctx, _kernel_writer, lambda p: (url, f"w{p}", per), procs, lead)
+        _check_gap_free(url, per * procs)
+        raw = _timed(ctx, _raw_writer, lambda p: (server, schema, f"w{p}", per), procs, lead)
+    finally:
+        _drop_schema(server, schema)
+    row = {
+        "processes": procs,
+        "writes": per * procs,
+        "kernel_per_s": per * procs / kernel,
+        "raw_per_s": per * procs / raw,
+    }
+    row["ratio"] = row["kernel_per_s"] / row["raw_per_s"]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("PYBB_PG_URL", _DEFAULT_URL))
+    parser.add_argument("--writes", type=int, default=4000, help="total writes per run")
+    parser.add_argument("--procs", default="1,2,4,8")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args()
+    with psycopg.connect(args.url, autocommit=True) as conn:
+        server_version = conn.execute("SHOW server_version").fetchone()
+        sync = conn.execute("SHOW synchronous_commit").fetchone()
+    print(
+        f"PostgreSQL {server_version[0] if server_version else '?'} "
+        f"(synchronous_commit={sync[0] if sync else '?'}), {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, {args.writes} writes per run"
+    )
+    print(f"{'processes':>9} {'kernel/s':>10} {'raw/s':>10} {'ratio':>7}")
+    rows = []
+    for procs in (int(p) for p in args.procs.split(",")):
+        row = run(args.url, args.writes, procs)
+        rows.append(row)
+        print(
+            f"{row['processes']:>9} {row['kernel_per_s']:>10.0f} {row['raw_per_s']:>10.0f}"
+            f" {row['ratio']:>7.2f}",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=2)
+
+
+_DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,406 @@
+"""Conformance checks for your own backends.
+
+:func:`check_store` runs the store contract (the one every built-in store passes) against a
+:class:`~blackboard.stores.Store` you wrote::
+
+    from blackboard.testing import check_store
+
+    def test_my_store_keeps_the_contract(tmp_path):
+        check_store(lambda: MyStore(tmp_path / "boards"))
+
+The factory must return a new handle on *the same* storage each time it is called (a
+store that lives in one object, like :class:`~blackboard.stores.MemoryStore`, may return
+that object): the checks reopen boards through a second handle and write from several
+threads at once. Every check uses boards of its own, with fresh random ids, so a store
+that already holds boards can be checked. A broken rule raises :class:`AssertionError`
+naming the check and what it saw.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from datetime import datetime
+from typing import Any
+
+from blackboard._json import encode
+from blackboard._records import Outcome, Record, RecordKind, RunStatus
+from blackboard.errors import IdempotencyKeyError
+from blackboard.stores._base import (
+    Appended,
+    AppendOutcome,
+    Closed,
+    Duplicate,
+    Forbidden,
+    PendingWrite,
+    Repeated,
+    Store,
+    VersionConflict,
+    fingerprint,
+)
+
+__all__ = ["STORE_CHECKS", "check_store"]
+
+StoreFactory = Callable[[], Store]
+
+_BOARD = "@board"
+_DECLARATION = '{"contract":1}'
+
+
+def check_store(factory: StoreFactory, *, threads: int = 4, writes_per_thread: int = 25) -> None:
+    """Run every store-contract check against the stores ``factory`` opens.
+
+    Args:
+        factory: Returns a new handle on the same storage each time it is called.
+        threads: How many threads write at once in the concurrency checks.
+        writes_per_thread: How many writes each of them makes.
+
+    Raises:
+        AssertionError: The store broke the contract; the message names the check.
+    """
+    for name, check in STORE_CHECKS:
+        try:
+            check(_Harness(factory, threads, writes_per_thread))
+        except AssertionError as exc:
+            raise AssertionError(f"check_store: {name}: {exc}") from exc
+
+
+class _Harness:
+    """What a check gets: store handles (closed afterwards) and fresh board ids."""
+
+    def __init__(self, factory: StoreFactory, threads: int, writes: int) -> None:
+        self.factory = factory
+        self.threads = threads
+        self.writes = writes
+
+    @contextmanager
+    def stores(self, count: int = 1) -> Iterator[list[Store]]:
+        with ExitStack() as stack:
+            handles = [self.factory() for _ in range(count)]
+            for handle in handles:
+                stack.callback(handle.close)
+            yield handles
+
+    @staticmethod
+    def board(store: Store, opening: Sequence[PendingWrite] = ()) -> str:
+        board_id = f"contract-{uuid.uuid4().hex}"
+        _expect(
+            store.open_board(board_id, _DECLARATION, opening) == _DECLARATION,
+            "open_board of a new board must return the declaration it was given",
+        )
+        return board_id
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)
+
+
+def _level(region: str, content: Any, **extra: Any) -> PendingWrite:
+    writer = extra.pop("writer", "w")
+    return PendingWrite(RecordKind.LEVEL, region, writer, encode(content, "content"), **extra)
+
+
+def _premise(name: str, value: Any, expected: int | None, **extra: Any) -> PendingWrite:
+    return PendingWrite(
+        RecordKind.PREMISE, name, "w", encode(value, "value"), expected_version=expected, **extra
+    )
+
+
+def _grant(kind: RecordKind, agent: str, region: str) -> PendingWrite:
+    return PendingWrite(kind, region, _BOARD, encode({"agent": agent}, "grant"))
+
+
+def _close(status: RunStatus = RunStatus.ABORTED, reason: str = "done") -> PendingWrite:
+    payload = encode({"status": status.value, "reason": reason}, "close")
+    return PendingWrite(RecordKind.CLOSE, None, _BOARD, payload)
+
+
+def _appended(outcome: AppendOutcome, what: str) -> Record:
+    _expect(isinstance(outcome, Appended), f"{what}: expected Appended, got {outcome!r}")
+    assert isinstance(outcome, Appended)
+    return outcome.record
+
+
+def _append_one(store: Store, board: str, write: PendingWrite) -> AppendOutcome:
+    outcomes = store.append(board, [write])
+    _expect(len(outcomes) == 1, f"append of one write returned {len(outcomes)} outcomes")
+    return outcomes[0]
+
+
+# -- the checks ------------------------------------------------------------------------
+
+
+def _open_and_reopen(h: _Harness) -> None:
+    opening = [_premise("p", 0, None), _grant(RecordKind.GRANT, "a", "l")]
+    with h.stores(2) as (first, second):
+        board = h.board(first, opening)
+        _expect(first.head(board) == 2, "the opening writes must take sequences 1 and 2")
+        again = second.open_board(board, '{"other":1}', [_premise("p", 9, None)])
+        _expect(again == _DECLARATION, f"reopening must return the stored declaration: {again!r}")
+        _expect(second.head(board) == 2, "reopening must not apply opening writes again")
+        premise = second.read_premise(board, "p")
+        _expect(premise is not None and premise.version == 1, f"opening premise: {premise!r}")
+        _expect(second.permissions(board) == {("a", "l")}, "the opening grant must be kept")
+
+
+def _sequence_is_gap_free(h: _Harness) -> None:
+    with h.stores(2) as (store, other):
+        board = h.board(store)
+        seqs = [
+            _appended(_append_one(store, board, _level("l", {"i": i})), "append").sequence
+            for i in range(3)
+        ]
+        batch = store.append(board, [_level("l", {"i": i}) for i in range(3, 7)])
+        seqs += [_appended(o, "batched append").sequence for o in batch]
+        _expect(seqs == list(range(1, 8)), f"sequences must be 1..7 in order, got {seqs}")
+        _expect(store.head(board) == 7, f"head must be 7, got {store.head(board)}")
+        log = other.read_log(board)
+        _expect([r.sequence for r in log] == seqs, "a second handle must read the same log")
+        _expect([r.content for r in log] == [{"i": i} for i in range(7)], "contents differ")
+
+
+def _records_round_trip(h: _Harness) -> None:
+    content = {"nested": [1, 2.5, None, True, "x"], "big": 2**62, "text": "é\x00'; --\"", "e": {}}
+    region, writer = "lev'el;\"--", "wri\x00ter"
+    with h.stores(2) as (store, other):
+        board = h.board(store)
+        write = _level(region, content, writer=writer, idempotency_key="k\x00'")
+        record = _appended(_append_one(store, board, write), "append")
+        (read,) = other.read_log(board)
+        for field in ("sequence", "kind", "region", "writer", "content", "version"):
+            _expect(
+                getattr(read, field) == getattr(record, field),
+                f"{field} read back {getattr(read, field)!r}, written {getattr(record, field)!r}",
+            )
+        _expect(read.idempotency_key == "k\x00'", f"key read back {read.idempotency_key!r}")
+        _expect(isinstance(read.at, datetime) and read.at.utcoffset() is not None, "at: aware")
+        _expect(abs((read.at - record.at).total_seconds()) < 1.0, "at must be kept")
+
+
+def _premise_compare_and_set(h: _Harness) -> None:
+    with h.stores() as (store,):
+        board = h.board(store, [_premise("p", "v1", None)])
+        second = _appended(_append_one(store, board, _premise("p", "v2", 1)), "CAS at 1")
+        _expect(second.version == 2, f"a CAS from version 1 must set version 2: {second!r}")
+        stale = _append_one(store, board, _premise("p", "v3", 1))
+        _expect(stale == VersionConflict(2), f"a stale CAS must conflict at 2, got {stale!r}")
+        reopen = _append_one(store, board, _premise("p", "again", None))
+        _expect(reopen == VersionConflict(2), f"a second opening must conflict: {reopen!r}")
+        _expect(store.head(board) == 2, "refused writes must not take a sequence number")
+        chained = store.append(board, [_premise("p", "a", 2), _premise("p", "b", 3)])
+        versions = [_appended(o, "chained CAS").version for o in chained]
+        _expect(versions == [3, 4], f"a batch must see its own earlier writes: {versions}")
+        current = store.read_premise(board, "p")
+        _expect(current is not None and (current.content, current.version) == ("b", 4), "read")
+        _expect(store.read_premise(board, "nothing") is None, "an unset premise reads None")
+
+
+def _unique_levels(h: _Harness) -> None:
+    with h.stores() as (store,):
+        board = h.board(store)
+        first = _appended(_append_one(store, board, _level("u", 1, unique_key="k")), "unique")
+        again = _append_one(store, board, _level("u", 2, unique_key="k"))
+        _expect(again == Duplicate(first.sequence), f"a repeated unique key: {again!r}")
+        elsewhere = _append_one(store, board, _level("v", 1, unique_key="k"))
+        _appended(elsewhere, "the same key on another level")
+        batch = store.append(
+            board, [_level("u", 3, unique_key="z"), _level("u", 4, unique_key="z")]
+        )
+        _appended(batch[0], "first of a batch")
+        _expect(isinstance(batch[1], Duplicate), f"a duplicate inside a batch: {batch[1]!r}")
+        _expect(store.head(board) == 3, f"duplicates take no sequence: head {store.head(board)}")
+
+
+def _idempotency_keys(h: _Harness) -> None:
+    with h.stores(2) as (store, other):
+        board = h.board(store)
+        write = _level("l", {"x": 1}, idempotency_key="key-1")
+        first = _appended(_append_one(store, board, write), "keyed write")
+        repeat = _append_one(other, board, write)
+        _expect(repeat == Repeated(first), f"a repeat must return the first record: {repeat!r}")
+        _expect(other.head(board) == 1, "a repeat must not add a record")
+        found = other.find_key(board, "key-1")
+        _expect(found == (first, fingerprint(write)), f"find_key returned {found!r}")
+        _expect(other.find_key(board, "key-2") is None, "an unused key must not be found")
+        reused = [_level("l", {"y": 1}), _level("l", {"x": 2}, idempotency_key="key-1")]
+        try:
+            store.append(board, reused)
+        except IdempotencyKeyError:
+            pass
+        else:
+            raise AssertionError("a key reused for another write must raise IdempotencyKeyError")
+        _expect(store.head(board) == 1, "a batch that raised must leave nothing behind")
+
+
+def _grants_and_revokes(h: _Harness) -> None:
+    with h.stores() as (store,):
+        board = h.board(store)
+        guarded = _level("l", 1, writer="a", check_permission=True)
+        _expect(_append_one(store, board, guarded) == Forbidden(), "no grant: Forbidden")
+        _appended(_append_one(store, board, _grant(RecordKind.GRANT, "a", "l")), "grant")
+        _expect(store.permitted(board, "a", "l"), "granted agent must be permitted")
+        _expect(store.permissions(board) == {("a", "l")}, f"{store.permissions(board)}")
+        _appended(_append_one(store, board, guarded), "write under a grant")
+        _appended(_append_one(store, board, _grant(RecordKind.GRANT, "a", "l")), "grant twice")
+        _appended(_append_one(store, board, _grant(RecordKind.REVOKE, "a", "l")), "revoke")
+        _expect(not store.permitted(board, "a", "l"), "a revoked agent must not be permitted")
+        _expect(store.permissions(board) == frozenset(), "revoke must remove the grant")
+        _expect(_append_one(store, board, guarded) == Forbidden(), "after revoke: Forbidden")
+        _expect(store.head(board) == 4, f"refusals take no sequence: head {store.head(board)}")
+
+
+def _close_blocks_later_writes(h: _Harness) -> None:
+    with h.stores(2) as (store, other):
+        board = h.board(store)
+        _expect(store.outcome(board) == Outcome(RunStatus.OPEN), "a new run must be open")
+        _appended(_append_one(store, board, _level("l", 1)), "write")
+        closing = _appended(_append_one(store, board, _close(RunStatus.COMPLETED, "why")), "close")
+        expected = Outcome(RunStatus.COMPLETED, "why", closing.sequence)
+        _expect(other.outcome(board) == expected, f"outcome: {other.outcome(board)!r}")
+        later = other.append(board, [_level("l", 2), _premise("p", 1, None), _close()])
+        _expect(all(o == Closed(closing.sequence) for o in later), f"after close: {later!r}")
+        _expect(other.head(board) == closing.sequence, "nothing may land after the close")
+
+
+def _read_log_ranges(h: _Harness) -> None:
+    with h.stores() as (store,):
+        board = h.board(store)
+        store.append(board, [_level("l", i) for i in range(1, 6)])
+
+        def seqs(after: int = 0, until: int | None = None) -> list[int]:
+            return [r.sequence for r in store.read_log(board, after, until)]
+
+        cases = {
+            (0, None): [1, 2, 3, 4, 5],
+            (2, None): [3, 4, 5],
+            (1, 3): [2, 3],
+            (3, 3): [],
+            (4, 2): [],
+            (0, 0): [],
+            (0, 99): [1, 2, 3, 4, 5],
+            (5, None): [],
+            (9, None): [],
+        }
+        for (after, until), expected in cases.items():
+            got = seqs(after, until)
+            _expect(got == expected, f"read_log(after={after}, until={until}) = {got}")
+
+
+def _read_region(h: _Harness) -> None:
+    with h.stores() as (store,):
+        board = h.board(store, [_premise("p", 0, None)])
+        store.append(board, [_level("a", 1), _level("b", 2), _level("a", 3), _premise("p", 1, 1)])
+        got = [(r.sequence, r.content) for r in store.read_region(board, "a")]
+        _expect(got == [(2, 1), (4, 3)], f"read_region('a') = {got}")
+        _expect(store.read_region(board, "none") == [], "an unwritten level reads empty")
+
+
+def _wait_wakes(h: _Harness) -> None:
+    with h.stores(2) as (store, writer):
+        board = h.board(store, [_premise("p", 0, None)])
+        _expect(store.wait(board, 0, 0.01), "wait must return True at once when past `after`")
+        started = time.monotonic()
+        _expect(not store.wait(board, 1, 0.05), "wait must time out when nothing lands")
+        _expect(time.monotonic() - started >= 0.04, "wait returned before its timeout")
+        later = threading.Timer(0.1, lambda: writer.append(board, [_level("l", 1)]))
+        later.start()
+        try:
+            started = time.monotonic()
+            woke = store.wait(board, 1, 10.0)
+            elapsed = time.monotonic() - started
+        finally:
+            later.join()
+        _expect(woke and elapsed < 5.0, f"wait must wake on a write (woke={woke}, {elapsed:.2f}s)")
+
+
+def _concurrent_writers(h: _Harness) -> None:
+    with h.stores(h.threads) as handles:
+        board = h.board(handles[0], [_premise("p", 0, None)])
+        results: dict[int, list[AppendOutcome]] = {}
+        errors: list[BaseException] = []
+
+        def work(n: int) -> None:
+            store = handles[n % len(handles)]
+            mine = results.setdefault(n, [])
+            try:
+                for i in range(h.writes):
+                    mine += store.append(board, [_level("l", {"t": n, "i": i})])
+                    current = store.read_premise(board, "p")
+                    version = current.version if current is not None else 0
+                    mine += store.append(board, [_premise("p", [n, i], version)])
+            except BaseException as exc:  # reported below, on the checking thread
+                errors.append(exc)
+
+        _run_threads(work, h.threads)
+        _expect(not errors, f"a writer thread raised: {errors[:1]!r}")
+        _check_concurrent_log(handles[0], board, results, h.threads * h.writes)
+
+
+def _check_concurrent_log(
+    store: Store, board: str, results: dict[int, list[AppendOutcome]], level_writes: int
+) -> None:
+    log = store.read_log(board)
+    seqs = [r.sequence for r in log]
+    _expect(seqs == list(range(1, len(log) + 1)), "concurrent writes left gaps or duplicates")
+    _expect(store.head(board) == len(log), f"head {store.head(board)} != {len(log)} records")
+    levels = [r for r in log if r.kind is RecordKind.LEVEL]
+    _expect(len(levels) == level_writes, f"{len(levels)} of {level_writes} level writes landed")
+    landed = {r.sequence: r for r in log}
+    cas = [o for outcomes in results.values() for o in outcomes if isinstance(o, Appended)]
+    for outcome in cas:
+        kept = landed.get(outcome.record.sequence)
+        _expect(kept is not None and kept.content == outcome.record.content, "ack not in log")
+    versions = sorted(o.record.version or 0 for o in cas if o.record.kind is RecordKind.PREMISE)
+    _expect(versions == list(range(2, len(versions) + 2)), f"CAS versions {versions[:10]}...")
+    current = store.read_premise(board, "p")
+    _expect(current is not None and current.version == len(versions) + 1, "premise version")
+
+
+def _concurrent_open(h: _Harness) -> None:
+    board_id = f"contract-{uuid.uuid4().hex}"
+    with h.stores(h.threads) as handles:
+        answers: list[str] = []
+
+        def work(n: int) -> None:
+            opening = [_premise("p", n, None)]
+            answers.append(handles[n].open_board(board_id, f'{{"n":{n}}}', opening))
+
+        _run_threads(work, h.threads)
+        _expect(len(set(answers)) == 1, f"racing opens disagree on the declaration: {answers}")
+        _expect(handles[0].head(board_id) == 1, "racing opens must apply one set of openings")
+
+
+def _run_threads(work: Callable[[int], None], count: int) -> None:
+    barrier = threading.Barrier(count)
+
+    def start(n: int) -> None:
+        barrier.wait()
+        work(n)
+
+    workers = [threading.Thread(target=start, args=(n,)) for n in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
+STORE_CHECKS: tuple[tuple[str, Callable[[_Harness], None]], ...] = (
+    ("open and reopen a board", _open_and_reopen),
+    ("sequence numbers are gap-free", _sequence_is_gap_free),
+    ("records round-trip", _records_round_trip),
+    ("premise compare-and-set", _premise_compare_and_set),
+    ("unique levels", _unique_levels),
+    ("idempotency keys", _idempotency_keys),
+    ("grants and revokes", _grants_and_revokes),
+    ("close blocks later writes", _close_blocks_later_writes),
+    ("read_log ranges", _read_log_ranges),
+    ("read_region", _read_region),
+    ("wait wakes on a write", _wait_wakes),
+    ("concurrent writers", _concurrent_writers),
+    ("concurrent opens of one new board", _concurrent_open),
+)
+"""Every check :func:`check_store` runs, by name, in order."""
