@@ -11,6 +11,8 @@ from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_wr
 
 __all__ = ["MemoryStore"]
 
+_OPEN = Outcome(RunStatus.OPEN)  # frozen, so one instance serves every open board
+
 
 @dataclass(slots=True)
 class _Board:
@@ -32,7 +34,8 @@ class _Txn:
         self.added: list[tuple[Record, PendingWrite, str]] = []
         self.premises: dict[str, int] = {}
         self.uniques: dict[tuple[str, str], int] = {}
-        self.grants = set(board.grants)
+        self.grants = board.grants  # copied on the first grant or revoke (copy-on-write)
+        self._own_grants = False
         self.keys: dict[str, tuple[Record, str]] = {}
         self.closed = board.closed
 
@@ -70,11 +73,16 @@ class _Txn:
         elif record.kind is RecordKind.LEVEL and write.unique_key is not None and region:
             self.uniques[(region, write.unique_key)] = record.sequence
         elif record.kind is RecordKind.GRANT and region is not None:
-            self.grants.add((record.content["agent"], region))
+            self._writable_grants().add((record.content["agent"], region))
         elif record.kind is RecordKind.REVOKE and region is not None:
-            self.grants.discard((record.content["agent"], region))
+            self._writable_grants().discard((record.content["agent"], region))
         elif record.kind is RecordKind.CLOSE:
             self.closed = record.sequence
+
+    def _writable_grants(self) -> set[tuple[str, str]]:
+        if not self._own_grants:
+            self.grants, self._own_grants = set(self.grants), True
+        return self.grants
 
     def commit(self) -> None:
         board = self.board
@@ -97,10 +105,14 @@ class MemoryStore(Store):
 
     def __init__(self) -> None:
         self._boards: dict[str, _Board] = {}
-        self._changed = threading.Condition(threading.Lock())
+        # One lock; the condition on it wakes wait(). Most calls take the lock itself,
+        # which is cheaper than the condition's Python-level enter and exit.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._waiting = 0  # callers inside wait(): notify only when there is someone
 
     def open_board(self, board_id: str, declaration: str, opening: Sequence[PendingWrite]) -> str:
-        with self._changed:
+        with self._lock:
             board = self._boards.get(board_id)
             if board is not None:
                 return board.declaration
@@ -113,55 +125,59 @@ class MemoryStore(Store):
             return declaration
 
     def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
-        with self._changed:
+        with self._lock:
             txn = _Txn(self._board(board_id))
             outcomes = apply_writes(txn, writes)
             txn.commit()
-            if txn.added:
+            if txn.added and self._waiting:
                 self._changed.notify_all()
             return outcomes
 
     def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
-        with self._changed:
+        with self._lock:
             return _Txn(self._board(board_id)).find_key(key)
 
     def head(self, board_id: str) -> int:
-        with self._changed:
+        with self._lock:
             return len(self._board(board_id).records)
 
     def read_log(self, board_id: str, after: int = 0, until: int | None = None) -> list[Record]:
-        with self._changed:
+        with self._lock:
             records = self._board(board_id).records
             return records[max(after, 0) : len(records) if until is None else max(until, 0)]
 
     def read_region(self, board_id: str, region: str) -> list[Record]:
-        with self._changed:
+        with self._lock:
             board = self._board(board_id)
             return [board.records[i] for i in board.by_region.get(region, ())]
 
     def read_premise(self, board_id: str, name: str) -> Record | None:
-        with self._changed:
+        with self._lock:
             board = self._board(board_id)
             index = board.premises.get(name)
             return None if index is None else board.records[index]
 
     def outcome(self, board_id: str) -> Outcome:
-        with self._changed:
+        with self._lock:
             board = self._board(board_id)
             if board.closed is None:
-                return Outcome(RunStatus.OPEN)
+                return _OPEN
             content = board.records[board.closed - 1].content
             return Outcome(RunStatus(content["status"]), content["reason"], board.closed)
 
     def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
-        with self._changed:
+        with self._lock:
             return frozenset(self._board(board_id).grants)
 
     def wait(self, board_id: str, after: int, timeout: float) -> bool:
         with self._changed:
-            return self._changed.wait_for(
-                lambda: len(self._board(board_id).records) > after, timeout
-            )
+            self._waiting += 1
+            try:
+                return self._changed.wait_for(
+                    lambda: len(self._board(board_id).records) > after, timeout
+                )
+            finally:
+                self._waiting -= 1
 
     def close(self) -> None:
         """Nothing to release: the boards live as long as this object."""
