@@ -71,9 +71,18 @@ def _surrogate(text: str) -> str:
     return f"the lone surrogate {text[index]!r}, which is not Unicode text; remove or replace it"
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
 def decode(text: str) -> JSONValue:
     """Decode JSON text that :func:`encode` produced."""
-    return json.loads(text)
+    # encode() never writes surrounding whitespace, so skip json.loads' two regex scans
+    # for it; anything else (whitespace, trailing data, bad text) goes to json.loads.
+    try:
+        value, end = _raw_decode(text)
+    except ValueError:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 _MAX_DEPTH = 200
