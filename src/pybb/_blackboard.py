@@ -9,7 +9,7 @@ committed together in one durable transaction when the batch ends.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, KeysView, Mapping
+from collections.abc import Iterable, Iterator, KeysView, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -22,6 +22,7 @@ from blackboard import (
     ProposedContribution,
     ProposedPremiseWrite,
     ProposedWrite,
+    Region,
     Reject,
     Written,
     create_model,
@@ -89,9 +90,13 @@ class Blackboard:
         board_id: Which board in the store.
         writer: The writer name of this blackboard's own writes (entries, manual
             component writes, resolutions).
-        admission_rule: An extra kernel admission rule for knowledge-source attempts,
-            asked after pybb's own (which refuses a component-scoped source writing
-            another component). It should be deterministic.
+        admission_rule: The application's kernel admission rule. It judges knowledge-
+            source attempts after pybb's own rule (which refuses a component-scoped
+            source writing another component) and every write to ``regions``; pybb's
+            own bookkeeping is not put to it. It should be deterministic.
+        regions: More kernel regions to declare on the board beside pybb's (for
+            example ``pybb.human.HUMAN_REGIONS``); names starting ``pybb.`` are pybb's.
+        premises: The opening values of the premises among ``regions``.
 
     Attributes:
         board_id: The board in the store.
@@ -104,7 +109,17 @@ class Blackboard:
         *,
         writer: str = "app",
         admission_rule: AdmissionRule | None = None,
+        regions: Iterable[Region] = (),
+        premises: Mapping[str, Any] | None = None,
     ) -> None:
+        extra = list(regions)
+        for region in extra:
+            if getattr(region, "name", "").startswith("pybb."):
+                raise EntryError(
+                    None,
+                    f"region {region.name!r} uses the prefix 'pybb.', which is pybb's own; "
+                    "rename it",
+                )
         if not isinstance(writer, str) or not writer or writer.startswith(("@", "ks:")):
             raise EntryError(
                 None, f"writer {writer!r} is not usable; give a name not starting with '@' or 'ks:'"
@@ -116,8 +131,8 @@ class Blackboard:
         self._pending: list[_Pending] | None = None
         self._state = Projection()
         self._model = create_model(
-            regions=REGIONS,
-            premises={CYCLE: 0},
+            regions=[*REGIONS, *extra],
+            premises={CYCLE: 0, **(premises or {})},
             admission_rule=self._admit,
             store=store,
             board_id=board_id,
@@ -475,11 +490,12 @@ class Blackboard:
 
     def _admit(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
         """The admission rule the kernel asks for every write (pybb's, then the user's)."""
-        if not isinstance(proposed, ProposedContribution) or not proposed.writer.startswith("ks:"):
-            return Accept()
-        refusal = self._scope_refusal(proposed)
-        if refusal is not None:
-            return Reject(refusal)
+        if isinstance(proposed, ProposedContribution) and proposed.writer.startswith("ks:"):
+            refusal = self._scope_refusal(proposed)
+            if refusal is not None:
+                return Reject(refusal)
+        elif _region_of(proposed) in KINDS:
+            return Accept()  # pybb's own bookkeeping
         if self._user_rule is not None:
             return self._user_rule(proposed, reader)
         return Accept()
@@ -577,6 +593,12 @@ class _SegmentView(Mapping[str, BlackboardEntry]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._board._state.segments[self._segment]
+
+
+def _region_of(proposed: ProposedWrite) -> str:
+    if isinstance(proposed, ProposedContribution):
+        return proposed.level
+    return proposed.premise
 
 
 def _proposal(item: _Pending) -> ProposedWrite:

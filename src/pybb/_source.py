@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import KeysView
@@ -195,6 +196,8 @@ def _timeout(name: str, timeout: timedelta | float | None) -> timedelta | None:
         raise SourceError(
             f"knowledge source {name!r}: timeout must be a timedelta or seconds, got {timeout!r}"
         )
+    if not isinstance(timeout, timedelta) and not math.isfinite(timeout):
+        raise SourceError(f"knowledge source {name!r}: timeout must be finite, got {timeout!r}")
     value = timeout if isinstance(timeout, timedelta) else timedelta(seconds=timeout)
     if value <= timedelta():
         raise SourceError(
