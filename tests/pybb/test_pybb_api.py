@@ -1,0 +1,133 @@
+"""The package's face: its exported names, its layering, its command line and example."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pybb
+from pybb._cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_all_is_sorted_and_every_name_is_exported() -> None:
+    assert pybb.__all__ == sorted(pybb.__all__)
+    for name in pybb.__all__:
+        assert getattr(pybb, name) is not None
+    assert {"Blackboard", "BlackboardEntry", "KnowledgeSource", "Controller"} <= set(pybb.__all__)
+    assert "attestation" not in pybb.__all__
+
+
+def test_the_seeds_names_are_all_there() -> None:
+    board = pybb.Blackboard()
+    for name in (
+        "entries",
+        "history",
+        "escalate",
+        "write_entry",
+        "get_entry",
+        "get_all_entries",
+        "get_history",
+        "get_escalate",
+        "add_ks_history",
+        "restore_original",
+        "write_component",
+        "restore_component",
+    ):
+        assert hasattr(board, name), name
+    controller = pybb.Controller(board)
+    for name in (
+        "blackboard",
+        "knowledge_sources",
+        "predicate_registry",
+        "routes",
+        "dispatched",
+        "max_cycles",
+        "cycle_count",
+        "register_predicate",
+        "add_ks",
+        "route",
+        "_dispatch",
+        "_advance",
+        "_advance_ready",
+        "_evaluate_entry",
+        "_evaluate_all",
+        "run",
+        "status",
+    ):
+        assert hasattr(controller, name), name
+    entry = pybb.BlackboardEntry(predicate="p", measurement=1)
+    for name in (
+        "predicate",
+        "conditions",
+        "measurement",
+        "result",
+        "good_standing",
+        "original_measurement",
+        "ks_history",
+    ):
+        assert hasattr(entry, name), name
+
+    class Source(pybb.KnowledgeSource):
+        def execute(self, blackboard: pybb.Blackboard, key: str) -> None:
+            return None
+
+    source = Source("k", 2, component="x")
+    for name in ("name", "partition", "max_attempts", "component", "can_contribute", "execute"):
+        assert hasattr(source, name), name
+
+
+def loaded_modules(statement: str) -> set[str]:
+    code = f"import json, sys; {statement}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return set(json.loads(out.stdout))
+
+
+def test_pybb_and_buddhi_do_not_import_each_other() -> None:
+    modules = loaded_modules("import pybb, pybb.testing")
+    assert not any(m == "buddhi" or m.startswith("buddhi.") for m in modules)
+    assert "blackboard" in modules
+    assert "rich" not in modules  # status() imports it when asked
+    if (REPO / "src" / "buddhi" / "__init__.py").exists():
+        assert not any(m.startswith("pybb") for m in loaded_modules("import buddhi"))
+
+
+def test_the_command_line_lists_its_commands_and_runs_the_demo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "demo" in build_parser().format_help()
+    assert main(["demo", "--db", str(tmp_path / "w1.db"), "-n", "300", "--rows", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "p1 = {'x': 2, 'y': 2}, good: True" in out
+    assert "'escalated': 60" in out and "cycle 3" in out
+    assert main(["demo", "--db", str(tmp_path / "w1.db"), "-n", "300"]) == 0  # resumes: same end
+    assert main([]) == 2
+
+
+def test_the_example_pair_runs_as_a_script(tmp_path: Path) -> None:
+    script = REPO / "examples" / "example_pair.py"
+    out = subprocess.run(
+        [sys.executable, str(script), f"sqlite:///{tmp_path / 'pair.db'}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "p1: {'x': 2, 'y': 2}, good standing: True" in out
+    assert "attempts: {'fix_x': 3, 'fix_y': 1}" in out and "escalated: []" in out
+
+
+def test_the_benchmark_runs_quick_sizes(tmp_path: Path) -> None:
+    script = REPO / "bench" / "w1_repair_ladder.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--one", "pybb", "sqlite", "200"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert figures["records"] > 200 * 5 and figures["rss_mb"] > 0
