@@ -58,6 +58,7 @@ from pybb.errors import (
     EntryError,
     EntryExistsError,
     EntryNotFoundError,
+    PybbError,
     ResolutionError,
     SourceError,
 )
@@ -115,14 +116,14 @@ class Blackboard:
         extra = list(regions)
         for region in extra:
             if getattr(region, "name", "").startswith("pybb."):
-                raise EntryError(
-                    None,
+                raise PybbError(
                     f"region {region.name!r} uses the prefix 'pybb.', which is pybb's own; "
-                    "rename it",
+                    "rename it"
                 )
         if not isinstance(writer, str) or not writer or writer.startswith(("@", "ks:")):
-            raise EntryError(
-                None, f"writer {writer!r} is not usable; give a name not starting with '@' or 'ks:'"
+            raise PybbError(
+                f"writer {writer!r} is not usable; give a non-empty name not starting with "
+                "'@' (the board's) or 'ks:' (knowledge sources')"
             )
         self.board_id = board_id
         self._writer = writer

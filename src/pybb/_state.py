@@ -271,6 +271,7 @@ class Projection:
         self._stage(entry, Stage.ESCALATED)
         entry.escalation = content
         entry.escalation_seq = sequence
+        entry.attempts = []  # the escalation record carries them in its report
 
     def _resolution(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         self._leave(entry)

@@ -267,3 +267,14 @@ def test_every_error_is_a_pybb_error_ending_in_error() -> None:
         cls = getattr(pybb.errors, name)
         assert issubclass(cls, PybbError) and name.endswith("Error"), name
     assert issubclass(EntryNotFoundError, KeyError)
+
+
+def test_a_blackboard_declared_wrongly() -> None:
+    from blackboard import Level
+
+    with pytest.raises(PybbError, match="writer '@me' is not usable"):
+        Blackboard(writer="@me")
+    with pytest.raises(PybbError, match="writer 'ks:me' is not usable"):
+        Blackboard(writer="ks:me")
+    with pytest.raises(PybbError, match=r"prefix 'pybb\.'"):
+        Blackboard(regions=[Level("pybb.mine")])

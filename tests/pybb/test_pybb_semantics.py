@@ -596,3 +596,30 @@ def test_status_prints_a_table(open_board: OpenBoard) -> None:
     assert f"cycle {ctl.cycle_count}" in text and "escalated" in text
     assert "25 more entries not shown" in text
     assert "│ e4 " in text and "│ e0 " not in text  # escalated entries first
+
+
+def test_more_regions_beside_pybbs_are_judged_by_the_applications_rule() -> None:
+    from blackboard import Accept, Level, Premise, ProposedContribution, Reject
+
+    seen: list[str] = []
+
+    def rule(proposed: object, reader: object) -> Accept | Reject:
+        region = getattr(proposed, "level", None) or getattr(proposed, "premise", None)
+        seen.append(str(region))
+        if isinstance(proposed, ProposedContribution) and proposed.content == "bad":
+            return Reject("no bad notes")
+        return Accept()
+
+    board = Blackboard(
+        regions=[Level("notes"), Premise("mode")], premises={"mode": "auto"}, admission_rule=rule
+    )
+    ctl = controller(board)
+    ctl.route("e1", [Dec("dec", 3)])
+    board.write_entry("e1", scalar(4))
+    ctl.run()
+    assert isinstance(board.model.control.write("app", "notes", "bad"), Rejected)
+    assert board.model.control.write("app", "notes", "fine").sequence > 0  # type: ignore[union-attr]
+    assert board.model.reader.read_premise("mode").value == "auto"
+    # the rule judged the sources' attempts and the notes, never pybb's own bookkeeping
+    assert set(seen) == {"pybb.attempts", "notes"}
+    assert board.get_entry("e1").good_standing
