@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import enum
-import logging
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
 
 from blackboard import BoardReader, Control, Rejected, Written
-from pybb.human._errors import MalformedContentError
+from pybb.human._index import lookup, snapshot
 from pybb.human._protocol import ANSWERS, ASK_CLOSURES, ASKS, Answer, Ask, Closure
 
 __all__ = [
@@ -27,11 +24,6 @@ __all__ = [
 
 ESCALATION_WRITER = "pybb:escalation"
 """The default writer of asks and closures."""
-
-_log = logging.getLogger("pybb.human")
-
-_T = TypeVar("_T")
-_R = TypeVar("_R", Answer, Closure)
 
 
 class AskStatus(enum.Enum):
@@ -75,21 +67,20 @@ def ask_states(reader: BoardReader) -> tuple[AskState, ...]:
     """Every well-formed ask on the board with its status, in the order they were posted.
 
     Rows that are not well formed (possible only where the application did not compose
-    :func:`answer_rule` into its admission rule) are skipped.
+    :func:`answer_rule` into its admission rule) are skipped. Each board record is read
+    and parsed once per reader; later calls cost only what arrived since.
     """
-    answers = _firsts(reader, ANSWERS, Answer.from_json)
-    closures = _firsts(reader, ASK_CLOSURES, Closure.from_json)
-    states = []
-    for sequence, ask in _rows(reader, ASKS, Ask.from_json):
-        answered = answers.get(ask.ask_id)
-        closed = closures.get(ask.ask_id)
-        states.append(_state(ask, sequence, answered, closed))
-    return tuple(_first_per_id(states))
+    found = snapshot(reader)
+    return tuple(
+        _state(ask, sequence, found.answers.get(ask_id), found.closures.get(ask_id))
+        for ask_id, (sequence, ask) in found.asks.items()
+    )
 
 
 def ask_state(reader: BoardReader, ask_id: str) -> AskState | None:
     """The ask ``ask_id`` as it stands, or ``None`` when the board has no such ask."""
-    return next((s for s in ask_states(reader) if s.ask.ask_id == ask_id), None)
+    posted, answered, closed = lookup(reader, ask_id)
+    return None if posted is None else _state(posted[1], posted[0], answered, closed)
 
 
 def open_asks(reader: BoardReader, *, human: str | None = None) -> tuple[Ask, ...]:
@@ -169,30 +160,3 @@ def _state(
         closure=None if closed is None else closed[1],
         closed_at=None if closed is None else closed[0],
     )
-
-
-def _rows(reader: BoardReader, level: str, parse: Callable[[Any], _T]) -> Iterable[tuple[int, _T]]:
-    for contribution in reader.read_level(level):
-        try:
-            yield contribution.sequence, parse(contribution.content)
-        except MalformedContentError as exc:
-            _log.debug("skipping malformed %s row at %d: %s", level, contribution.sequence, exc)
-
-
-def _firsts(
-    reader: BoardReader, level: str, parse: Callable[[Any], _R]
-) -> dict[str, tuple[int, _R]]:
-    found: dict[str, tuple[int, _R]] = {}
-    for sequence, value in _rows(reader, level, parse):
-        found.setdefault(value.ask_id, (sequence, value))
-    return found
-
-
-def _first_per_id(states: list[AskState]) -> list[AskState]:
-    seen: set[str] = set()
-    kept = []
-    for state in states:
-        if state.ask.ask_id not in seen:
-            seen.add(state.ask.ask_id)
-            kept.append(state)
-    return kept

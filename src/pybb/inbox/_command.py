@@ -132,8 +132,18 @@ def _has_usable(tokens: TokenTable) -> bool:
 
 
 def _bind(host: str, port: int) -> socket.socket:
+    # Name the protocol: asyncio sets TCP_NODELAY only on sockets whose proto is TCP, and
+    # without it every keep-alive response waits ~40 ms for a delayed ACK.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, reuse_port=False)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _url(host: str, port: int) -> str:

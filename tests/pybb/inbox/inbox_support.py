@@ -11,7 +11,11 @@ import base64
 import binascii
 import contextlib
 import functools
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -266,7 +270,7 @@ def login(client: AppClient, token: str) -> str:
 
 
 def free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     return sock
@@ -343,3 +347,96 @@ def post_asks(model: Model, asks: list[Ask]) -> None:
 
 def app_for(model: Model, tokens: TokenTable, **changes: Any) -> Any:
     return create_app(model, tokens, settings=settings(**changes))
+
+
+# -- the pybb inbox command, in a process of its own ---------------------------------------------
+
+_COMMAND = """
+import argparse, sys
+from pybb.inbox._command import add_inbox_command
+parser = argparse.ArgumentParser(prog="pybb")
+add_inbox_command(parser.add_subparsers())
+args = parser.parse_args(sys.argv[1:])
+sys.exit(args.handler(args))
+"""
+
+
+@dataclass
+class Served:
+    """A running ``pybb inbox`` process."""
+
+    url: str
+    process: subprocess.Popen[str]
+    printed: str
+    out: str = ""
+    err: str = ""
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+
+@contextlib.contextmanager
+def run_command(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """Run ``pybb inbox ARGS --port 0``; yield once it answers; always stop it (Ctrl-C).
+
+    Its output is drained all along (a full pipe would block its logging, and with it
+    the server), and kept on ``out``/``err`` once it has stopped.
+    """
+    command = [sys.executable, "-c", _COMMAND, "inbox", *args, "--port", "0"]
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out: list[str] = []
+    err: list[str] = []
+    drains = [
+        threading.Thread(target=lambda: err.extend(process.stderr), daemon=True),  # type: ignore[arg-type]
+    ]
+    drains[0].start()
+    served = None
+    try:
+        printed = ""
+        while "http://" not in printed:
+            line = process.stdout.readline()
+            if not line:
+                raise AssertionError(f"pybb inbox exited: {process.wait()} {''.join(err)}")
+            printed += line
+        drains.append(threading.Thread(target=lambda: out.extend(process.stdout), daemon=True))  # type: ignore[arg-type]
+        drains[1].start()
+        url = next(w for w in printed.split() if w.startswith("http://")).rstrip("/")
+        _wait_until_up(url)
+        served = Served(url, process, printed)
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        for drain in drains:
+            drain.join(timeout=10)
+        process.stdout.close()
+        process.stderr.close()
+        if served is not None:
+            served.out, served.err = "".join(out), "".join(err)
+
+
+def _wait_until_up(url: str) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/login", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise AssertionError("pybb inbox did not start")

@@ -14,14 +14,8 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import secrets
-import signal
 import sqlite3
-import subprocess
-import sys
-import textwrap
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +30,7 @@ from inbox_support import (
     hostile_ask,
     new_board,
     post_asks,
+    run_command,
     serve,
 )
 
@@ -150,18 +145,6 @@ def test_no_canary_leaks_from_the_served_inbox(
     assert find_canaries(haystacks, list(canaries.values())) == []
 
 
-_SERVE = textwrap.dedent(
-    """
-    import argparse, sys
-    from pybb.inbox._command import add_inbox_command
-    parser = argparse.ArgumentParser(prog="pybb")
-    add_inbox_command(parser.add_subparsers())
-    args = parser.parse_args(sys.argv[1:])
-    sys.exit(args.handler(args))
-    """
-)
-
-
 def test_no_canary_leaks_from_the_pybb_inbox_command(
     tmp_path: Path, canaries: dict[str, str]
 ) -> None:
@@ -170,61 +153,33 @@ def test_no_canary_leaks_from_the_pybb_inbox_command(
     model.close()
     tokens = TokenTable(tmp_path / "tokens.json")
     tokens.add(canaries["good"], "alice")
-    env = {**os.environ, "PYBB_INBOX_TOKEN": canaries["configured"], "PYBB_INBOX_HUMAN": "bob"}
-    command = [
-        sys.executable,
-        "-c",
-        _SERVE,
-        "inbox",
+    env = {"PYBB_INBOX_TOKEN": canaries["configured"], "PYBB_INBOX_HUMAN": "bob"}
+    store = f"sqlite:///{tmp_path / 'run.db'}"
+    recorder = Recorder()
+    with run_command(
         "--store",
-        f"sqlite:///{tmp_path / 'run.db'}",
+        store,
         "--board-id",
         "run-1",
-        "--port",
-        "0",
         "--token-file",
         str(tmp_path / "tokens.json"),
-    ]
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    recorder = Recorder()
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline()
-        second = process.stdout.readline()
-        url = next(w for w in (first + second).split() if w.startswith("http://")).rstrip("/")
-        _wait_until_up(url)
+        env=env,
+    ) as served:
+        good, wrong = canaries["good"], canaries["wrong"]
+        _use_the_inbox(served.url, good, wrong, canaries["revoked"], recorder, "ask-1")
         _use_the_inbox(
-            url, canaries["good"], canaries["wrong"], canaries["revoked"], recorder, "ask-1"
+            served.url, canaries["configured"], wrong, canaries["expired"], recorder, "ask-0"
         )
-        _use_the_inbox(
-            url, canaries["configured"], canaries["wrong"], canaries["expired"], recorder, "ask-0"
-        )
-    finally:
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=20)
-    assert process.returncode == 0, err
-    assert "GET /api/me" in out + err  # uvicorn's access log
+    assert served.process.returncode == 0, served.err
+    assert "GET /api/me" in served.out + served.err  # uvicorn's access log
     haystacks = {
-        "stdout": first + second + out,
-        "stderr": err,
+        "stdout": served.printed + served.out,
+        "stderr": served.err,
         "responses": "\n".join(recorder.seen),
         "board": _dump_sqlite(tmp_path / "run.db"),
         "token table": (tmp_path / "tokens.json").read_text(),
     }
     assert find_canaries(haystacks, list(canaries.values())) == []
-
-
-def _wait_until_up(url: str) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/login", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise AssertionError("pybb inbox did not start")
 
 
 # -- negative controls ---------------------------------------------------------------------------
