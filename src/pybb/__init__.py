@@ -28,6 +28,7 @@ from pybb._types import (
 )
 from pybb.errors import (
     AttemptError,
+    BoardClosedError,
     ComponentError,
     DuplicateSourceError,
     EntryError,
@@ -48,6 +49,7 @@ __all__ = [
     "AttemptSummary",
     "Blackboard",
     "BlackboardEntry",
+    "BoardClosedError",
     "Chain",
     "Clock",
     "ComponentError",

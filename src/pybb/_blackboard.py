@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from blackboard import (
     Accept,
     AdmissionRule,
+    AdmissionRuleError,
     BoardReader,
     Model,
     ProposedContribution,
@@ -24,6 +25,8 @@ from blackboard import (
     ProposedWrite,
     Region,
     Reject,
+    Rejected,
+    RejectionCause,
     Written,
     create_model,
 )
@@ -54,6 +57,7 @@ from pybb._types import (
 )
 from pybb._values import NotJSONError, copy_value, describe
 from pybb.errors import (
+    BoardClosedError,
     ComponentError,
     EntryError,
     EntryExistsError,
@@ -440,6 +444,15 @@ class Blackboard:
             self._rebuild()
             raise
         first = self._state.head + 1
+        for result in results:
+            if isinstance(result, Rejected) and result.cause is RejectionCause.RUN_CLOSED:
+                self._rebuild()
+                outcome = self._model.reader.outcome()
+                raise BoardClosedError(
+                    self.board_id,
+                    f"its run was closed ({outcome.status.value}: {outcome.reason!r}) at "
+                    f"sequence {outcome.sequence}",
+                )
         for offset, result in enumerate(results):
             if (
                 not isinstance(result, Written)
@@ -487,7 +500,19 @@ class Blackboard:
         return list(records)
 
     def _judge(self, proposed: ProposedWrite) -> Accept | Reject:
-        return self._admit(proposed, self._model.reader)
+        """Ask the admission rule ahead of the commit, as the kernel will (and wrap as it does)."""
+        try:
+            verdict = self._admit(proposed, self._model.reader)
+        except Exception as exc:
+            raise AdmissionRuleError(
+                f"the admission rule raised {type(exc).__name__}: {exc}; nothing was written. "
+                "A rule should return Reject('why') for writes it refuses"
+            ) from exc
+        if isinstance(verdict, Accept | Reject):
+            return verdict
+        raise AdmissionRuleError(
+            f"the admission rule returned {verdict!r}; it must return Accept() or Reject('why')"
+        )
 
     def _admit(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
         """The admission rule the kernel asks for every write (pybb's, then the user's)."""

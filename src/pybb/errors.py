@@ -14,6 +14,7 @@ The tree::
     ├── RouteError                  a route whose chains cannot be followed
     │   └── UnknownSourceError      a recorded chain names a source that is not registered
     ├── ResolutionError             an out-of-band resolution that cannot be applied
+    ├── BoardClosedError            the board's kernel run was closed; nothing more lands
     ├── AttemptError                raised *by* a knowledge source to fail its attempt
     └── EventLogError               (pybb.attestation) a TCG event log that cannot be read
 
@@ -30,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "AttemptError",
+    "BoardClosedError",
     "ComponentError",
     "DuplicateSourceError",
     "EntryError",
@@ -167,6 +169,20 @@ class ResolutionError(PybbError):
         super().__init__(f"cannot resolve entry {key!r}: {problem}")
         self.key = key
         self.problem = problem
+
+
+class BoardClosedError(PybbError):
+    """The board's kernel run was closed (``control.abort()``/``complete()``); nothing lands.
+
+    Attributes:
+        board_id: The board.
+    """
+
+    def __init__(self, board_id: str, reason: str) -> None:
+        super().__init__(
+            f"board {board_id!r} refuses writes: {reason}; open a new board_id to go on"
+        )
+        self.board_id = board_id
 
 
 class AttemptError(PybbError):

@@ -278,3 +278,28 @@ def test_a_blackboard_declared_wrongly() -> None:
         Blackboard(writer="ks:me")
     with pytest.raises(PybbError, match=r"prefix 'pybb\.'"):
         Blackboard(regions=[Level("pybb.mine")])
+
+
+def test_a_closed_board_and_a_broken_rule_stop_the_run_with_nothing_written() -> None:
+    from blackboard import AdmissionRuleError
+    from pybb import BoardClosedError
+
+    board = Blackboard()
+    ctl = Controller(board)
+    ctl.register_predicate("less_than_3", lambda m: m < 3)
+    ctl.route("e1", [Dec("dec", 3)])
+    board.write_entry("e1", BlackboardEntry(predicate="less_than_3", measurement=5))
+    board.model.control.abort("the operator stopped it")
+    with unchanged(board), pytest.raises(BoardClosedError, match="operator stopped it"):
+        ctl.run()
+
+    def broken(proposed: object, reader: object) -> object:
+        raise RuntimeError("oops")
+
+    board = Blackboard(admission_rule=broken)  # type: ignore[arg-type]
+    ctl = Controller(board)
+    ctl.register_predicate("less_than_3", lambda m: m < 3)
+    ctl.route("e1", [Dec("dec", 3)])
+    board.write_entry("e1", BlackboardEntry(predicate="less_than_3", measurement=5))
+    with unchanged(board), pytest.raises(AdmissionRuleError, match="RuntimeError: oops"):
+        ctl.run()
