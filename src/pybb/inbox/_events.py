@@ -8,16 +8,18 @@ The watcher thread runs only while streams are open, so an idle inbox holds no t
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 
 from starlette.concurrency import run_in_threadpool
 
-from blackboard import Model
+from blackboard import BlackboardError, Model
 
 __all__ = ["HeadWatcher", "event_stream"]
 
 _POLL_SECONDS = 1.0
+_log = logging.getLogger("pybb.inbox")
 
 
 class HeadWatcher:
@@ -74,9 +76,15 @@ class HeadWatcher:
                 if not self._waiters:
                     self._thread = None
                     return
-            if store.wait(board, self._head, _POLL_SECONDS):
-                self._read_head()
-                self._wake()
+            try:
+                if store.wait(board, self._head, _POLL_SECONDS):
+                    self._read_head()
+                    self._wake()
+            except BlackboardError as exc:  # the store went away; streams time out on their own
+                _log.warning("the inbox stopped watching the board: %s", exc)
+                with self._lock:
+                    self._thread = None
+                return
 
     def _wake(self) -> None:
         with self._lock:
