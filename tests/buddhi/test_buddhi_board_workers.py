@@ -1,0 +1,265 @@
+"""The worker processes of the buddhi.board process tests, and a check of the pool itself.
+
+``Pool(count)`` starts ``count`` spawned processes that share one
+``multiprocessing.Barrier``; each takes ``(function name, args)`` from its own queue and
+answers ``(index, ok, value)`` on a shared one. The functions below are the commands.
+Each process opens a blackboard store once per URL and reuses it across trials, so a
+trial costs a board (a new board_id), not a process. This module imports nothing from
+the test suite, so a spawned child loads only what the commands need.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import sys
+import time
+import traceback
+from collections import Counter
+from typing import Any
+
+from blackboard.stores import Store as BoardBackend
+from blackboard.stores import open_store
+from buddhi import (
+    GLOBAL_SCOPE,
+    AdmissionRequest,
+    Context,
+    Exclusions,
+    GraduatedBar,
+    Item,
+    Scope,
+    ScopeCounter,
+    Seams,
+    assess_admission,
+    evaluate_item,
+)
+from buddhi.errors import AdmissionRefused, BudgetExhausted
+from buddhi.reference import (
+    DEFAULT_POLICY,
+    BlindOOBSource,
+    CollectingTransport,
+    Policy,
+    ReferencePack,
+    StaticRouter,
+)
+
+OPEN_BAR = GraduatedBar(0.0, 1.01)  # only a ceiling refuses a confidence-1 request
+BARRIER_TIMEOUT = 120.0
+
+_barrier: Any = None
+_backends: dict[str, BoardBackend] = {}
+
+
+# -- commands --------------------------------------------------------------------------
+
+
+def ping() -> int:
+    return os.getpid()
+
+
+def contend(url: str, board: str, index: int, kill: bool) -> tuple[str, str | None]:
+    """RA-06: wait at the barrier, then ask for one interrupt from the global pool.
+
+    With ``kill`` the process SIGKILLs itself inside its first write transaction, after
+    the store applied the writes and before it committed them.
+    """
+    from buddhi.board import BoardStore
+
+    store = BoardStore(backend(url), board)
+    request = AdmissionRequest(GLOBAL_SCOPE, f"c{index}", "src", 1.0, OPEN_BAR)
+    if kill:
+        arm_kill(url)
+    _barrier.wait(BARRIER_TIMEOUT)
+    try:
+        store.admit(request)
+    except BudgetExhausted as exc:
+        return type(exc).__name__, exc.limit
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return "granted", None
+
+
+def racy(url: str, board: str, index: int) -> tuple[str, str | None]:
+    """NEGATIVE CONTROL: read the premise, assess, then write it at a freshly read version.
+
+    The compare-and-set is defeated by re-reading the version just before writing, as a
+    read-then-write store would; the 1 ms pause widens the window between the two.
+    """
+    from buddhi.board import BUDGET_PREMISE, BoardStore
+
+    model = BoardStore(backend(url), board).model
+    request = AdmissionRequest(GLOBAL_SCOPE, f"c{index}", "src", 1.0, OPEN_BAR)
+    _barrier.wait(BARRIER_TIMEOUT)
+    budget = model.reader.read_premise(BUDGET_PREMISE).value
+    entry = budget["global"]
+    counter = ScopeCounter(Scope(GLOBAL_SCOPE, entry["ceiling"]), entry["spent"], entry["total"])
+    verdict = assess_admission(request, [counter], Exclusions("src"))
+    if isinstance(verdict, AdmissionRefused):
+        return type(verdict).__name__, None
+    time.sleep(0.001)
+    charged = counter.charged(own=True)
+    value = {**budget, "global": {**entry, "spent": charged.spent, "total": charged.total}}
+    version = model.reader.read_premise(BUDGET_PREMISE).version  # ignores what it read
+    model.control.set_premise("racy", BUDGET_PREMISE, value, expected_version=version)
+    return "granted", None
+
+
+def escalate(url: str, board: str, team: str, count: int) -> dict[str, int]:
+    """Four-process test: run ``count`` items through evaluate_item in the team's scope."""
+    from buddhi.board import BoardStore
+
+    store = BoardStore(backend(url), board)
+    policy = Policy(
+        confidence_threshold=DEFAULT_POLICY.confidence_threshold,
+        question=DEFAULT_POLICY.question,
+        options=DEFAULT_POLICY.options,
+        recommended=DEFAULT_POLICY.recommended,
+        bar=OPEN_BAR,
+    )
+    seams = Seams(
+        ReferencePack(policy), StaticRouter(), store, CollectingTransport(), BlindOOBSource()
+    )
+    context = Context(scope=("fleet", team))
+    items = [Item(f"{team}-{n}", team, None, 0.0) for n in range(count)]
+    _barrier.wait(BARRIER_TIMEOUT)
+    tally: Counter[str] = Counter()
+    for item in items:
+        outcome = evaluate_item(item, seams, context)
+        tally[outcome.disposition.value] += 1
+        if outcome.refusal is not None:
+            tally[type(outcome.refusal).__name__] += 1
+    assert isinstance(seams.transport, CollectingTransport)
+    tally["delivered"] = len(seams.transport.asks)
+    return dict(tally)
+
+
+def reset() -> None:
+    """Close every store this process opened."""
+    while _backends:
+        _backends.popitem()[1].close()
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def backend(url: str) -> BoardBackend:
+    """This process's blackboard store for ``url``, opened on first use."""
+    if url not in _backends:
+        _backends[url] = open_store(url)
+    return _backends[url]
+
+
+def arm_kill(url: str) -> None:
+    """Make this process SIGKILL itself inside its next write transaction, before COMMIT."""
+    name = "_sqlite" if url.startswith("sqlite") else "_postgres"
+    module = sys.modules[f"blackboard.stores.{name}"]
+    apply_writes = module.apply_writes
+
+    def dying(txn: Any, writes: Any) -> Any:
+        apply_writes(txn, writes)  # the writes are in the transaction, uncommitted
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    module.apply_writes = dying
+
+
+# -- the pool ---------------------------------------------------------------------------------
+
+
+def _serve(index: int, barrier: Any, commands: Any, answers: Any) -> None:
+    global _barrier
+    _barrier = barrier
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        command = commands.get()
+        if command is None:
+            reset()
+            return
+        name, args = command
+        try:
+            answers.put((index, True, globals()[name](*args)))
+        except BaseException as exc:
+            answers.put((index, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+
+
+class Pool:
+    """``count`` spawned workers sharing one barrier of ``count`` parties."""
+
+    def __init__(self, count: int) -> None:
+        self._ctx = mp.get_context("spawn")
+        self.barrier = self._ctx.Barrier(count)
+        self._answers = self._ctx.Queue()
+        self._queues: list[Any] = [None] * count
+        self._procs: list[Any] = [None] * count
+        for index in range(count):
+            self._start(index)
+
+    @property
+    def size(self) -> int:
+        return len(self._procs)
+
+    def _start(self, index: int) -> None:
+        commands = self._ctx.Queue()
+        proc = self._ctx.Process(
+            target=_serve, args=(index, self.barrier, commands, self._answers), daemon=True
+        )
+        proc.start()
+        self._queues[index], self._procs[index] = commands, proc
+
+    def send(self, index: int, name: str, *args: Any) -> None:
+        self._queues[index].put((name, args))
+
+    def gather(self, indexes: list[int], timeout: float = 300.0) -> dict[int, Any]:
+        """The answers of ``indexes``; raises if one failed or did not answer in time."""
+        results: dict[int, Any] = {}
+        deadline = time.monotonic() + timeout
+        while len(results) < len(indexes):
+            try:
+                index, ok, value = self._answers.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                missing = set(indexes) - set(results)
+                raise TimeoutError(f"workers {missing} did not answer") from None
+            if not ok:
+                raise RuntimeError(f"worker {index} failed: {value}")
+            results[index] = value
+        return results
+
+    def call_all(self, name: str, *args: Any) -> list[Any]:
+        for index in range(self.size):
+            self.send(index, name, *args)
+        answers = self.gather(list(range(self.size)))
+        return [answers[index] for index in range(self.size)]
+
+    def replace_dead(self, index: int, timeout: float = 60.0) -> int | None:
+        """Join a worker that killed itself and start a fresh one; return its exit code."""
+        proc = self._procs[index]
+        proc.join(timeout)
+        code: int | None = proc.exitcode
+        self._start(index)
+        return code
+
+    def close(self) -> None:
+        for commands in self._queues:
+            commands.put(None)
+        for proc in self._procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+        self._answers.close()
+        for commands in self._queues:
+            commands.close()
+
+
+def test_the_pool_starts_its_workers_and_replaces_a_dead_one() -> None:
+    pool = Pool(2)
+    try:
+        first = pool.call_all("ping")
+        assert len(set(first)) == 2
+        os.kill(first[0], signal.SIGKILL)
+        assert pool.replace_dead(0) == -signal.SIGKILL
+        assert pool.call_all("ping")[0] not in first
+    finally:
+        pool.close()
