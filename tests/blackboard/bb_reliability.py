@@ -361,7 +361,7 @@ def store_for(url: str, variant: str) -> str | Store:
     if variant == "real":
         return url
     if variant == "sequence-first":
-        return SequenceFirstStore(url.removeprefix("sqlite:///"))
+        return SequenceFirstStore(url.removeprefix("sqlite:///").split("?")[0])
     raise ValueError(f"no store variant {variant!r}")
 
 

@@ -1,12 +1,19 @@
 """RA-04 ``multiproc_sequence``, SQLite part: many processes, one WAL file, one sequence.
 
-Eight kernel processes each open their own model on one SQLite file (WAL, the default
-``synchronous=FULL``: the setting ``Written`` promises durability at) and write level
-contributions as fast as they can; in the close-race trials a ninth process closes the
-run at a random moment. Pass: sequence unique and gap-free with the head counter equal
-to it, 0 acknowledged writes missing, nothing landed that its writer was not told of,
-0 errors surfaced other than RUN_CLOSED after the close, 0 writes admitted after the
-close. Run with ``-rP`` to see the throughput lines.
+Eight kernel processes each open their own model on one SQLite file (WAL) and write
+level contributions as fast as they can; in the close-race trials a ninth process
+closes the run at a random moment. Pass: sequence unique and gap-free with the head
+counter equal to it, 0 acknowledged writes missing, nothing landed that its writer was
+not told of, 0 errors surfaced other than RUN_CLOSED after the close, 0 writes admitted
+after the close. Run with ``-rP`` to see the throughput lines.
+
+Durability setting: the close-race trials run at the default ``synchronous=FULL``. The
+full-size 8 x 5,000 run uses ``synchronous=NORMAL``: measured at FULL it took 11 s on an
+idle 2-core machine but 100 s while other suites were fsyncing the same disk, which
+breaks the PR budget; at NORMAL it takes about 4 s. What this test checks, gap-free
+sequencing across processes, comes from BEGIN IMMEDIATE and is the same under both;
+NORMAL in WAL mode still survives a process crash (only power loss differs), and the
+durability of acknowledged writes is the SIGKILL test's job, which runs at FULL.
 """
 
 from __future__ import annotations
@@ -41,9 +48,10 @@ def _trial(
     writes: int,
     close_after: float | None,
     variant: str = "real",
+    synchronous: str = "FULL",
 ) -> tuple[list[str], dict[str, Any]]:
     """One run of the writers (and the closer); returns its violations and its figures."""
-    url = f"sqlite:///{path}"
+    url = f"sqlite:///{path}?synchronous={synchronous}"
     open_model("log", url, board).close()
     workers = WRITERS + (close_after is not None)
     opening = {"op": "open", "url": url, "board": board, "model": "log", "variant": variant}
@@ -76,12 +84,14 @@ def _trial(
 def test_eight_processes_one_sqlite_file_gap_free(tmp_path: Path) -> None:
     path = tmp_path / "board.db"
     with WorkerPool(WRITERS, tmp_path) as pool:
-        problems, figures = _trial(pool, path, "full", writes=WRITES, close_after=None)
+        problems, figures = _trial(
+            pool, path, "full", writes=WRITES, close_after=None, synchronous="NORMAL"
+        )
     assert problems == []
     assert figures["admitted"] == WRITERS * WRITES
     assert sqlite_board_violations(path, "full") == []
     print(
-        f"RA-04 SQLite WAL FULL: {WRITERS} processes x {WRITES} writes: "
+        f"RA-04 SQLite WAL NORMAL: {WRITERS} processes x {WRITES} writes: "
         f"{figures['per_second']:.0f} admitted writes/s ({figures['seconds']:.1f} s)"
     )
 
