@@ -351,15 +351,6 @@ def app_for(model: Model, tokens: TokenTable, **changes: Any) -> Any:
 
 # -- the pybb inbox command, in a process of its own ---------------------------------------------
 
-_COMMAND = """
-import argparse, sys
-from pybb.inbox._command import add_inbox_command
-parser = argparse.ArgumentParser(prog="pybb")
-add_inbox_command(parser.add_subparsers())
-args = parser.parse_args(sys.argv[1:])
-sys.exit(args.handler(args))
-"""
-
 
 @dataclass
 class Served:
@@ -380,12 +371,14 @@ class Served:
 
 @contextlib.contextmanager
 def run_command(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """Run ``pybb inbox ARGS --port 0``; yield once it answers; always stop it (Ctrl-C).
+    """Run ``pybb inbox ARGS --port 0`` (the real command line); yield once it answers.
+
+    It is always stopped, with Ctrl-C as a person would.
 
     Its output is drained all along (a full pipe would block its logging, and with it
     the server), and kept on ``out``/``err`` once it has stopped.
     """
-    command = [sys.executable, "-c", _COMMAND, "inbox", *args, "--port", "0"]
+    command = [sys.executable, "-m", "pybb._cli", "inbox", *args, "--port", "0"]
     process = subprocess.Popen(
         command,
         env={**os.environ, **(env or {})},
