@@ -89,6 +89,12 @@ class _Pending(NamedTuple):
 class Blackboard:
     """Entries, their segments and their history, on a durable kernel board.
 
+    Every change is a sequenced write on the kernel board, and what ``get_entry`` reads
+    is folded from those writes; reopening a stored board folds its log again, so a run
+    resumes where it stopped. A blackboard (and its controller) is used from one thread;
+    another process writes through a blackboard of its own, and the controller takes
+    those writes in at the start of each cycle (or call :meth:`refresh`).
+
     Args:
         store: ``None`` (memory), ``"sqlite:///path.db"`` (durable), a PostgreSQL URL,
             or a ``blackboard.stores.Store``. Reopening a stored board resumes it.
