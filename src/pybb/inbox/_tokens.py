@@ -103,8 +103,12 @@ class TokenTable:
     def add(self, token: str, human: str, *, expires_at: datetime | None = None) -> TokenInfo:
         """Accept a token chosen elsewhere (e.g. from the environment) for ``human``.
 
+        Adding a token the table already holds replaces its person and expiry (a
+        configured token is added again at every start); a revoked one stays revoked.
+
         Raises:
-            TokenError: The token is shorter than 16 characters, or ``human`` is malformed.
+            TokenError: The token is shorter than 16 characters, was revoked, or ``human``
+                is malformed.
         """
         if not isinstance(token, str) or len(token) < _MIN_LENGTH or not token.isprintable():
             raise TokenError(
@@ -117,6 +121,12 @@ class TokenTable:
         info = TokenInfo(digest[:16], _writer(human), digest, self._clock(), expires_at)
         with self._lock:
             self._refresh()
+            known = self._by_digest.get(digest)
+            if known is not None and known.revoked_at is not None:
+                raise TokenError(
+                    f"token {known.token_id} was revoked at {known.revoked_at:%Y-%m-%d %H:%M}; "
+                    "a revoked token stays revoked, so choose a new one"
+                )
             self._by_digest[digest] = info
             self._save()
         return info

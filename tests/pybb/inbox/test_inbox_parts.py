@@ -118,6 +118,17 @@ def test_tokens_are_issued_verified_expired_and_revoked(tmp_path: Path, clock: F
         assert table.verify(bad) is None  # type: ignore[arg-type]
 
 
+def test_a_revoked_token_cannot_be_added_back(tmp_path: Path) -> None:
+    table = TokenTable(tmp_path / "t.json")
+    table.add("configured-token-0001", "alice")
+    table.add("configured-token-0001", "alice")  # a restart adds it again: fine
+    assert len(table.entries()) == 1
+    assert table.revoke("configured-token-0001")
+    with pytest.raises(TokenError, match="stays revoked"):
+        TokenTable(tmp_path / "t.json").add("configured-token-0001", "alice")
+    assert table.verify("configured-token-0001") is None
+
+
 def test_the_table_file_keeps_digests_and_reloads(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     token = TokenTable(path).issue("alice")
