@@ -49,12 +49,15 @@ KILLED_ACTIVATIONS = sized(40, 400)
 # -- the checker ------------------------------------------------------------------------------
 
 
-def expected(seed: int, key: str) -> int | None:
-    """The attempt that succeeds for ``key`` (None: all M fail). A kill re-runs as a raise."""
-    for attempt in range(1, M + 1):
-        if behaviour(seed, key, attempt, kills=True) == "succeed":
-            return attempt
-    return None
+ALLOWED = {
+    # what the roll asked for -> how the board may record it. An attempt may always be
+    # recorded as a timeout: on a loaded machine even a quick one can miss its deadline,
+    # and the controller must then treat it as failed (counted below, and kept rare).
+    "succeed": {"changed", "timeout"},
+    "raise": {"error", "timeout"},
+    "timeout": {"timeout"},
+    "kill": {"error", "timeout"},  # the re-run after the kill raises
+}
 
 
 def activation_violations(records: list[Any], seed: int, keys: list[str]) -> list[str]:
@@ -66,26 +69,42 @@ def activation_violations(records: list[Any], seed: int, keys: list[str]) -> lis
             attempts[record.content["key"]].append(record.content)
         elif record.region == ESCALATIONS:
             escalations[record.content["key"]] += 1
-    problems = []
+    problems, late = [], 0
     for key in keys:
         made = attempts[key]
-        numbers = [a["attempt"] for a in made]
-        if len(made) > M:
-            problems.append(f"{key}: {len(made)} attempts, more than M = {M}")
-        if numbers != list(range(1, len(made) + 1)):
-            problems.append(f"{key}: attempts numbered {numbers}")
+        problems += _attempt_problems(key, made, seed)
+        late += sum(
+            a["status"] == "timeout" and behaviour(seed, key, a["attempt"], True) != "timeout"
+            for a in made
+        )
         successes = [a for a in made if a.get("good_standing")]
-        success = expected(seed, key)
-        if success is None:
-            if successes or escalations[key] != 1 or len(made) != M:
-                problems.append(
-                    f"{key}: all attempts should fail and escalate once; got {len(successes)} "
-                    f"successes, {escalations[key]} escalations, {len(made)} attempts"
-                )
-        elif len(successes) != 1 or numbers[-1:] != [success] or escalations[key]:
+        if len(successes) > 1 or (successes and successes[0] is not made[-1]):
+            problems.append(f"{key}: {len(successes)} successes, not one ending its attempts")
+        if successes and escalations[key]:
+            problems.append(f"{key}: succeeded and was escalated {escalations[key]} times")
+        if not successes and (len(made) != M or escalations[key] != 1):
             problems.append(
-                f"{key}: attempt {success} should succeed, applied once, never escalated; got "
-                f"{len(successes)} successes, attempts {numbers}, {escalations[key]} escalations"
+                f"{key}: {len(made)} failed attempts and {escalations[key]} escalations; "
+                f"exhaustion after M = {M} escalates exactly once"
+            )
+    total = sum(len(a) for a in attempts.values())
+    if late > max(3, total // 50):
+        problems.append(f"{late} of {total} quick attempts missed their deadline")
+    return problems
+
+
+def _attempt_problems(key: str, made: list[dict[str, Any]], seed: int) -> list[str]:
+    problems = []
+    numbers = [a["attempt"] for a in made]
+    if len(made) > M:
+        problems.append(f"{key}: {len(made)} attempts, more than M = {M}")
+    if numbers != list(range(1, len(made) + 1)):
+        problems.append(f"{key}: attempts numbered {numbers}")
+    for attempt in made:
+        asked = behaviour(seed, key, attempt["attempt"], kills=True)
+        if attempt["status"] not in ALLOWED[asked]:
+            problems.append(
+                f"{key}: attempt {attempt['attempt']} {asked} recorded {attempt['status']}"
             )
     return problems
 
