@@ -54,7 +54,7 @@ from blackboard.stores import (
 )
 from blackboard.stores._base import fingerprint
 
-__all__ = ["BOARD_WRITER", "Control", "TerminationPredicate"]
+__all__ = ["BOARD_WRITER", "DEFAULT_MAX_CONTENT_BYTES", "Control", "TerminationPredicate"]
 
 BOARD_WRITER = "@board"
 """The writer name of the board's own writes (opening values, grants, closing)."""
@@ -62,6 +62,8 @@ BOARD_WRITER = "@board"
 TerminationPredicate = Callable[[BoardReader], bool]
 
 _MAX_VERSION = 2**62
+DEFAULT_MAX_CONTENT_BYTES = 1 << 20
+"""The default cap on one contribution's or premise value's canonical JSON (1 MiB)."""
 _COMPLETE = "the termination predicate says the run is complete"
 _ACCEPT = Accept()  # frozen and field-less: one instance serves every rule-less write
 _log = logging.getLogger("blackboard")
@@ -81,6 +83,7 @@ class Control:
         admission_rule: AdmissionRule | None = None,
         termination_predicate: TerminationPredicate | None = None,
         agents_only: bool = False,
+        max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
     ) -> None:
         self._store = store
         self.board_id = board_id
@@ -90,6 +93,7 @@ class Control:
         self._rule = admission_rule
         self._done = termination_predicate
         self._agents_only = agents_only
+        self._max_bytes = max_content_bytes
         self._subscribers: dict[str, list[Agent]] = {}
         for agent in agents.values():
             for region in agent.subscribes_to:
@@ -227,7 +231,7 @@ class Control:
         if isinstance(proposed, ProposedContribution):
             level = self._region(proposed.level, "level")
             assert isinstance(level, Level)
-            payload = encode(proposed.content, f"content for level {level.name!r}")
+            payload = self._encode(proposed.content, f"content for level {level.name!r}")
             return PendingWrite(
                 RecordKind.LEVEL,
                 level.name,
@@ -244,11 +248,23 @@ class Control:
             RecordKind.PREMISE,
             premise.name,
             proposed.writer,
-            encode(proposed.value, f"value for premise {premise.name!r}"),
+            self._encode(proposed.value, f"value for premise {premise.name!r}"),
             expected_version=proposed.expected_version,
             idempotency_key=key,
             check_permission=premise.guarded and self._guarded(proposed.writer),
         )
+
+    def _encode(self, value: Any, what: str) -> str:
+        text = encode(value, what)
+        # len() counts characters, a lower bound of the UTF-8 size: encode only when close.
+        if len(text) * 4 > self._max_bytes and len(text.encode()) > self._max_bytes:
+            raise ContentError(
+                what,
+                f"is {len(text.encode()):,} bytes of JSON, over this board's cap of "
+                f"{self._max_bytes:,}; keep large blobs elsewhere and write a reference, "
+                "or raise create_model(max_content_bytes=...)",
+            )
+        return text
 
     def _guarded(self, writer: str) -> bool:
         return writer in self._agents or self._agents_only

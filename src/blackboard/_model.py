@@ -6,7 +6,12 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from blackboard._control import BOARD_WRITER, Control, TerminationPredicate
+from blackboard._control import (
+    BOARD_WRITER,
+    DEFAULT_MAX_CONTENT_BYTES,
+    Control,
+    TerminationPredicate,
+)
 from blackboard._json import encode
 from blackboard._reader import BoardReader
 from blackboard._records import Outcome, RecordKind, RunStatus
@@ -86,6 +91,7 @@ def create_model(
     board_id: str | None = None,
     *,
     agents_only: bool = False,
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
 ) -> Model:
     """Declare a model and open a run of it, creating the board or reopening a stored one.
 
@@ -100,6 +106,8 @@ def create_model(
         store: ``None`` (memory), ``"sqlite:///path.db"``, ``"postgresql://..."`` or a Store.
         board_id: Which board in the store; reopening an existing one resumes it.
         agents_only: Refuse writers that no agent declaration names.
+        max_content_bytes: The largest contribution or premise value, as canonical JSON,
+            that a write may carry (1 MiB by default); larger is a ContentError.
 
     Raises:
         ModelError: The declaration is inconsistent, or differs from the stored run's.
@@ -129,6 +137,7 @@ def create_model(
         admission_rule=admission_rule,
         termination_predicate=termination_predicate,
         agents_only=agents_only,
+        max_content_bytes=_positive(max_content_bytes),
     )
     return Model(opened, bid, declared, registered, control, reader, opened is not store)
 
@@ -205,6 +214,12 @@ def _declaration(regions: Mapping[str, Region], agents: Mapping[str, Agent]) -> 
         "agents": [[a.name, sorted(a.writes_to)] for a in agents.values()],
     }
     return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+def _positive(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ModelError(f"max_content_bytes={limit!r} must be a positive number of bytes")
+    return limit
 
 
 def _board_id(board_id: str | None) -> str:

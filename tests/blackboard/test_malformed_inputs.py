@@ -41,6 +41,7 @@ from blackboard import (
     IdempotencyKeyError,
     Level,
     Model,
+    ModelError,
     Premise,
     ProposedContribution,
     ProposedPremiseWrite,
@@ -443,22 +444,23 @@ def test_hostile_but_valid_names_and_values_round_trip(local_store_spec: StoreSp
     assert _schema(spec) == schema
 
 
-def test_a_ten_megabyte_contribution_is_refused_or_kept_intact(
+def test_a_ten_megabyte_contribution_is_refused_and_the_cap_is_configurable(
     local_store_spec: StoreSpec,
 ) -> None:
-    """The kernel has no size cap (proposed in the report); until it has, 10 MB must at
-    least land intact in bounded time, or be refused with a ContentError."""
     model = create_model([Level("big")], store=local_store_spec.open(), board_id="big")
     content = {"blob": "é" * 5_000_000}  # 10 MB of UTF-8
     started = time.perf_counter()
-    try:
-        result = model.control.write("w", "big", content)
-    except ContentError:
-        assert model.reader.head() == 0
-        return
-    assert isinstance(result, Written)
-    assert model.reader.read_level("big")[0].content == content
+    with pytest.raises(ContentError, match=r"10,000,011 bytes of JSON, over this board's cap"):
+        model.control.write("w", "big", content)
+    assert model.reader.head() == 0
     assert time.perf_counter() - started < 10
+    roomy = create_model(
+        [Level("big")], store=local_store_spec.open(), board_id="roomy", max_content_bytes=11 << 20
+    )
+    assert isinstance(roomy.control.write("w", "big", content), Written)
+    assert roomy.reader.read_level("big")[0].content == content
+    with pytest.raises(ModelError, match="max_content_bytes"):
+        create_model([Level("big")], max_content_bytes=0)
 
 
 # -- gaps this test found, since closed in the kernel ------------------------------------

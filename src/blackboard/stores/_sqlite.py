@@ -72,7 +72,7 @@ CREATE TABLE IF NOT EXISTS bb_grants (
 """
 
 _COLUMNS = "seq, kind, region, writer, payload, version, at, ikey"
-_BUSY_RETRIES = 50
+_BUSY_RETRIES = 10  # on top of busy_timeout: a stuck lock surfaces within a minute
 
 ConnectionFactory = Callable[[str], sqlite3.Connection]
 
@@ -110,7 +110,7 @@ class SQLiteStore(Store):
             self._conn = (connect or _connect)(self.path)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn.execute("PRAGMA busy_timeout=5000")
             self._migrate()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store at {self.path!r}: {exc}") from exc
@@ -203,7 +203,9 @@ class SQLiteStore(Store):
                 "INSERT INTO bb_boards (board_id, declaration) VALUES (?, ?)",
                 (board_id, declaration),
             )
-            apply_writes(_SQLiteTxn(cur, board_id), opening)
+            txn = _SQLiteTxn(cur, board_id)
+            apply_writes(txn, opening)
+            txn.finish()
             return declaration
 
         result: str = self._run("open a board", work)
@@ -211,10 +213,15 @@ class SQLiteStore(Store):
 
     def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
         """Judge and keep ``writes`` in one durable transaction."""
-        outcomes: list[AppendOutcome] = self._run(
-            "append", lambda cur: apply_writes(_SQLiteTxn(cur, board_id), writes)
-        )
-        return outcomes
+
+        def work(cur: sqlite3.Cursor) -> list[AppendOutcome]:
+            txn = _SQLiteTxn(cur, board_id)
+            outcomes = apply_writes(txn, writes)
+            txn.finish()
+            return outcomes
+
+        result: list[AppendOutcome] = self._run("append", work)
+        return result
 
     def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
         """The record written under ``key``, with its fingerprint."""
@@ -336,17 +343,31 @@ class _SQLiteTxn:
         self.cur = cur
         self.board_id = board_id
         self._head: int | None = None
+        self._stored_head: int | None = None
+        self._closed: int | None = None
+        self._closed_read = False
 
     def head(self) -> int:
         if self._head is None:
-            self._head = _head(self.cur, self.board_id)
+            self._head = self._stored_head = _head(self.cur, self.board_id)
         return self._head
 
+    def finish(self) -> None:
+        """Write the head once for the whole batch (its records are already in)."""
+        if self._head is not None and self._head != self._stored_head:
+            self.cur.execute(
+                "UPDATE bb_boards SET head = ? WHERE board_id = ?", (self._head, self.board_id)
+            )
+
     def closed_at(self) -> int | None:
-        row = self.cur.execute(
-            "SELECT closed_seq FROM bb_boards WHERE board_id = ?", (self.board_id,)
-        ).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
+        # Read once per transaction: only this transaction can change it until COMMIT.
+        if not self._closed_read:
+            row = self.cur.execute(
+                "SELECT closed_seq FROM bb_boards WHERE board_id = ?", (self.board_id,)
+            ).fetchone()
+            self._closed = None if row is None or row[0] is None else int(row[0])
+            self._closed_read = True
+        return self._closed
 
     def permitted(self, agent: str, region: str) -> bool:
         row = self.cur.execute(
@@ -395,7 +416,7 @@ class _SQLiteTxn:
             ),
         )
         self._derive(record, write)
-        cur.execute("UPDATE bb_boards SET head = ? WHERE board_id = ?", (record.sequence, board))
+        # The head row is written once per transaction, in finish().
         self._head = record.sequence
 
     def _derive(self, record: Record, write: PendingWrite) -> None:
@@ -426,3 +447,4 @@ class _SQLiteTxn:
             cur.execute(
                 "UPDATE bb_boards SET closed_seq = ? WHERE board_id = ?", (record.sequence, board)
             )
+            self._closed, self._closed_read = record.sequence, True
