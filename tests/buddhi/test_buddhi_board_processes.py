@@ -30,8 +30,8 @@ from buddhi.board import BoardStore
 from storekit import StoreSpec, build, sized
 
 CONTENDERS = 16
-TRIALS = sized(60, 2_000)
-KILL_TRIALS = sized(20, 50)
+TRIALS = sized(200, 2_000)
+KILL_TRIALS = sized(50, 200)
 CONTROL_TRIALS = sized(20, 200)
 
 pytestmark = pytest.mark.timeout(900)
@@ -140,6 +140,7 @@ def test_ra06_a_contender_killed_mid_transaction_never_causes_an_overshoot(
     backend: Backend, workers: Pool
 ) -> None:
     rng = random.Random(6_009)
+    workers.prepare_spare()
     for number in range(KILL_TRIALS):
         budget = rng.randint(0, CONTENDERS)
         victim = rng.randrange(CONTENDERS)

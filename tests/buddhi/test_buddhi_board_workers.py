@@ -168,7 +168,7 @@ def arm_kill(url: str) -> None:
 # -- the pool ---------------------------------------------------------------------------------
 
 
-def _serve(index: int, barrier: Any, commands: Any, answers: Any) -> None:
+def _serve(barrier: Any, commands: Any, answers: Any) -> None:
     global _barrier
     _barrier = barrier
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -177,79 +177,92 @@ def _serve(index: int, barrier: Any, commands: Any, answers: Any) -> None:
         if command is None:
             reset()
             return
-        name, args = command
+        slot, name, args = command
         try:
-            answers.put((index, True, globals()[name](*args)))
+            answers.put((slot, True, globals()[name](*args)))
         except BaseException as exc:
-            answers.put((index, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+            answers.put((slot, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
 
 
 class Pool:
-    """``count`` spawned workers sharing one barrier of ``count`` parties."""
+    """``count`` spawned workers sharing one barrier of ``count`` parties.
+
+    One spare process waits, already started, to take the slot of a worker that killed
+    itself, so a SIGKILL trial does not wait for a process to spawn and import.
+    """
 
     def __init__(self, count: int) -> None:
         self._ctx = mp.get_context("spawn")
         self.barrier = self._ctx.Barrier(count)
         self._answers = self._ctx.Queue()
-        self._queues: list[Any] = [None] * count
-        self._procs: list[Any] = [None] * count
-        for index in range(count):
-            self._start(index)
+        self._workers = [self._spawn() for _ in range(count)]
+        self._spare: tuple[Any, Any] | None = None
 
     @property
     def size(self) -> int:
-        return len(self._procs)
+        return len(self._workers)
 
-    def _start(self, index: int) -> None:
+    def _spawn(self) -> tuple[Any, Any]:
         commands = self._ctx.Queue()
         proc = self._ctx.Process(
-            target=_serve, args=(index, self.barrier, commands, self._answers), daemon=True
+            target=_serve, args=(self.barrier, commands, self._answers), daemon=True
         )
         proc.start()
-        self._queues[index], self._procs[index] = commands, proc
+        return commands, proc
 
-    def send(self, index: int, name: str, *args: Any) -> None:
-        self._queues[index].put((name, args))
+    def send(self, slot: int, name: str, *args: Any) -> None:
+        self._workers[slot][0].put((slot, name, args))
 
-    def gather(self, indexes: list[int], timeout: float = 300.0) -> dict[int, Any]:
-        """The answers of ``indexes``; raises if one failed or did not answer in time."""
+    def gather(self, slots: list[int], timeout: float = 300.0) -> dict[int, Any]:
+        """The answers of ``slots``; raises if one failed or did not answer in time."""
         results: dict[int, Any] = {}
         deadline = time.monotonic() + timeout
-        while len(results) < len(indexes):
+        while len(results) < len(slots):
             try:
-                index, ok, value = self._answers.get(timeout=max(deadline - time.monotonic(), 0))
+                slot, ok, value = self._answers.get(timeout=max(deadline - time.monotonic(), 0))
             except queue.Empty:
-                missing = set(indexes) - set(results)
+                missing = set(slots) - set(results)
                 raise TimeoutError(f"workers {missing} did not answer") from None
             if not ok:
-                raise RuntimeError(f"worker {index} failed: {value}")
-            results[index] = value
+                raise RuntimeError(f"worker {slot} failed: {value}")
+            results[slot] = value
         return results
 
     def call_all(self, name: str, *args: Any) -> list[Any]:
-        for index in range(self.size):
-            self.send(index, name, *args)
+        for slot in range(self.size):
+            self.send(slot, name, *args)
         answers = self.gather(list(range(self.size)))
-        return [answers[index] for index in range(self.size)]
+        return [answers[slot] for slot in range(self.size)]
 
-    def replace_dead(self, index: int, timeout: float = 60.0) -> int | None:
-        """Join a worker that killed itself and start a fresh one; return its exit code."""
-        proc = self._procs[index]
+    def prepare_spare(self) -> None:
+        """Start a spare now, so that it is ready when a worker dies."""
+        if self._spare is None:
+            self._spare = self._spawn()
+
+    def replace_dead(self, slot: int, timeout: float = 60.0) -> int | None:
+        """Join a worker that killed itself, put the spare in its slot; return its exit code.
+
+        A new spare starts at once and spawns while the next trial runs.
+        """
+        commands, proc = self._workers[slot]
         proc.join(timeout)
         code: int | None = proc.exitcode
-        self._start(index)
+        commands.close()
+        self._workers[slot] = self._spare or self._spawn()
+        self._spare = self._spawn()
         return code
 
     def close(self) -> None:
-        for commands in self._queues:
+        everyone = [*self._workers, *([self._spare] if self._spare else [])]
+        for commands, _ in everyone:
             commands.put(None)
-        for proc in self._procs:
+        for _, proc in everyone:
             proc.join(timeout=10)
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=5)
         self._answers.close()
-        for commands in self._queues:
+        for commands, _ in everyone:
             commands.close()
 
 
