@@ -1,20 +1,25 @@
 """Items per second through buddhi.evaluate_item, beside a bare loop of seven no-op calls.
 
-Run: ``python bench/buddhi_items.py [--items N] [--repeat R]``. Both loops run in the
-same process over the same items; the figure reported for each is the best of R
-repeats. The item mix reaches every common disposition of the reference pack:
-discarded, converged, model-handled, escalated and denied.
+Run: ``python bench/buddhi_items.py [--items N] [--repeat R] [--durable-items M]``. Both
+loops run in the same process over the same items; the figure reported for each is the
+best of R repeats. The item mix reaches every common disposition of the reference pack:
+discarded, converged, model-handled, escalated and denied. Last, the same mix runs with
+the durable ``buddhi.board.BoardStore`` on a SQLite file (``synchronous=FULL``, the
+default: every admission decision is one fsynced transaction) over M items.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from buddhi import Attempt, Item, Seams, evaluate_item
+from buddhi import Attempt, BudgetTree, Item, Seams, evaluate_item
 from buddhi.reference import DEFAULT_POLICY, Policy, ReferencePack, build_seams
 
 _SETTLED = (Attempt(0.9), Attempt(transient=True), Attempt(0.9), Attempt(0.9))
@@ -97,11 +102,34 @@ def per_path(count: int, repeat: int, bare: float) -> None:
         print(f"  {name:<24} {rate:>12,.0f} items/s  {bare / rate:>6.1f}x")
 
 
+def durable_rate(items: Sequence[Item], repeat: int) -> tuple[float, float]:
+    """Items/s through evaluate_item with BoardStore on SQLite, and decisions/s of its store.
+
+    Imported here: ``import buddhi`` alone never loads ``buddhi.board`` or ``blackboard``.
+    """
+    from buddhi.board import BoardStore
+
+    best, decisions = float("inf"), 0
+    with tempfile.TemporaryDirectory() as workdir:
+        url = f"sqlite:///{workdir}/budget.db"
+        for _ in range(repeat):
+            store = BoardStore(url, f"bench-{uuid.uuid4().hex[:8]}")
+            BudgetTree.single_pool(len(items) // 5).install(store)
+            seams = dataclasses.replace(make_seams(len(items)), store=store)
+            start = time.perf_counter()
+            mix = supervised_loop(items, seams)
+            best = min(best, time.perf_counter() - start)
+            decisions = mix["escalated"] + mix["denied"]
+            store.close()
+    return len(items) / best, decisions / best
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run both loops and print items/s, the ratio, and the disposition mix."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--items", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--durable-items", type=int, default=2_000)
     args = parser.parse_args(argv)
     items = make_items(args.items)
     mix = supervised_loop(items, make_seams(args.items))
@@ -120,6 +148,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("dispositions:", dict(sorted(mix.items())))
     print("each path alone (ratio to the bare loop):")
     per_path(args.items // 2, args.repeat, bare)
+    durable, decisions = durable_rate(make_items(args.durable_items), min(args.repeat, 3))
+    print(
+        f"evaluate_item (BoardStore, SQLite, {args.durable_items} items, best of "
+        f"{min(args.repeat, 3)}):"
+    )
+    print(
+        f"  {durable:>12,.0f} items/s  ({decisions:,.0f} admission decisions/s, "
+        f"{supervised / durable:,.0f}x below the in-memory figure)"
+    )
 
 
 if __name__ == "__main__":
