@@ -7,8 +7,9 @@ BudgetExhausted, and the board agrees (spent == granted == admitted audit record
 Then trials where a random contender SIGKILLs itself inside its write transaction: the
 rest are granted min(B, 15), the board still consistent. The negative control writes
 the premise at a freshly re-read version (read-then-write) and must overshoot.
-PR tier: 60 trials per backend, 20 SIGKILL trials, 20 control trials; nightly
-(PYBB_NIGHTLY=1): 2,000, 50 and 200 (see the report for the timing that set these).
+PR tier, per backend: 200 trials, 50 SIGKILL trials, 20 control trials (about 2 minutes
+for both backends on 2 cores); nightly (PYBB_NIGHTLY=1): 2,000, 200 and 200. One pool of
+16 spawned workers serves every trial; each trial is a new board_id.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def workers(pool: Pool, durable_spec: StoreSpec) -> Iterator[Pool]:
     """The pool, its store handles closed after the test (before its schema is dropped)."""
     yield pool
     pool.call_all("reset")
+    pool.retire_spare()
 
 
 @dataclass
@@ -140,7 +142,7 @@ def test_ra06_a_contender_killed_mid_transaction_never_causes_an_overshoot(
     backend: Backend, workers: Pool
 ) -> None:
     rng = random.Random(6_009)
-    workers.prepare_spare()
+    workers.prepare_spare(backend.url)
     for number in range(KILL_TRIALS):
         budget = rng.randint(0, CONTENDERS)
         victim = rng.randrange(CONTENDERS)

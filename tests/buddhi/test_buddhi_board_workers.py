@@ -135,6 +135,13 @@ def escalate(url: str, board: str, team: str, count: int) -> dict[str, int]:
     return dict(tally)
 
 
+def warm(url: str) -> None:
+    """Import what a trial needs and open the store, before this process is needed."""
+    import buddhi.board  # noqa: F401 - imported for its cost, paid now
+
+    backend(url)
+
+
 def reset() -> None:
     """Close every store this process opened."""
     while _backends:
@@ -179,9 +186,11 @@ def _serve(barrier: Any, commands: Any, answers: Any) -> None:
             return
         slot, name, args = command
         try:
-            answers.put((slot, True, globals()[name](*args)))
+            answer = (slot, True, globals()[name](*args))
         except BaseException as exc:
-            answers.put((slot, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+            answer = (slot, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        if slot is not None:  # a spare's warm-up answers nobody
+            answers.put(answer)
 
 
 class Pool:
@@ -195,6 +204,7 @@ class Pool:
         self._ctx = mp.get_context("spawn")
         self.barrier = self._ctx.Barrier(count)
         self._answers = self._ctx.Queue()
+        self._warm_args: tuple[Any, ...] = ()
         self._workers = [self._spawn() for _ in range(count)]
         self._spare: tuple[Any, Any] | None = None
 
@@ -208,6 +218,8 @@ class Pool:
             target=_serve, args=(self.barrier, commands, self._answers), daemon=True
         )
         proc.start()
+        if self._warm_args:
+            commands.put((None, "warm", self._warm_args))
         return commands, proc
 
     def send(self, slot: int, name: str, *args: Any) -> None:
@@ -234,10 +246,24 @@ class Pool:
         answers = self.gather(list(range(self.size)))
         return [answers[slot] for slot in range(self.size)]
 
-    def prepare_spare(self) -> None:
-        """Start a spare now, so that it is ready when a worker dies."""
+    def prepare_spare(self, *warm_args: Any) -> None:
+        """Start a spare now, so that it is ready when a worker dies.
+
+        With ``warm_args`` (a URL), the spare and each later one runs ``warm`` at once.
+        """
+        self._warm_args = warm_args
         if self._spare is None:
             self._spare = self._spawn()
+
+    def retire_spare(self) -> None:
+        """Stop the spare (it may hold a store of a finished test) and warm no more."""
+        self._warm_args = ()
+        if self._spare is not None:
+            commands, proc = self._spare
+            self._spare = None
+            commands.put(None)
+            proc.join(timeout=10)
+            commands.close()
 
     def replace_dead(self, slot: int, timeout: float = 60.0) -> int | None:
         """Join a worker that killed itself, put the spare in its slot; return its exit code.
