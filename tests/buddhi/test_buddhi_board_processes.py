@@ -20,6 +20,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,12 @@ from test_buddhi_board_workers import Pool
 
 from blackboard.stores import Store as BoardBackend
 from buddhi import BudgetTree, ScopeSpec
-from buddhi.board import BoardStore
+from buddhi.board import BUDGET_PREMISE, BoardStore
+from buddhi.testing import FakeClock
 from storekit import StoreSpec, build, sized
 
 CONTENDERS = 16
+HOUR = timedelta(hours=1)
 TRIALS = sized(200, 2_000)
 KILL_TRIALS = sized(50, 200)
 CONTROL_TRIALS = sized(20, 200)
@@ -63,6 +66,7 @@ class Trial:
     refused_records: int = 0
     victim: int | None = None
     exit_code: int | None = None
+    consistent: bool = False
 
     @property
     def granted(self) -> int:
@@ -118,9 +122,18 @@ def audit(trial: Trial, backend: Backend, board: str) -> Trial:
     with BoardStore(backend.handle, board) as store:
         trial.spent = store.counter(("global",)).spent
         records = store.model.reader.read_level("admissions")
+        version = store.model.reader.read_premise(BUDGET_PREMISE).version
     decisions = Counter(r.content.get("decision") for r in records)
     trial.admitted_records = decisions["admitted"]
     trial.refused_records = decisions["budget_exhausted"]
+    admitted = [r.content for r in records if r.content.get("decision") == "admitted"]
+    # One story: the opening value is version 1, opening the pool made 2, and each
+    # admission moved the premise by one, recorded once, with the count it reached.
+    trial.consistent = (
+        version == 2 + trial.spent
+        and [a["step"] for a in admitted] == [f"budget@{v}" for v in range(2, 2 + trial.spent)]
+        and [a["counters"]["global"]["spent"] for a in admitted] == list(range(1, trial.spent + 1))
+    )
     return trial
 
 
@@ -134,7 +147,7 @@ def test_ra06_sixteen_processes_never_overshoot_the_board_store(
         assert trial.granted == min(budget, CONTENDERS), (number, trial)
         assert trial.overshoot == 0 and trial.spent == trial.granted, (number, trial)
         assert all(r == ("BudgetExhausted", "ceiling") for r in trial.refusals), trial
-        assert trial.admitted_records == trial.granted, trial
+        assert trial.admitted_records == trial.granted and trial.consistent, trial
         assert trial.refused_records == CONTENDERS - trial.granted, trial
 
 
@@ -152,7 +165,30 @@ def test_ra06_a_contender_killed_mid_transaction_never_causes_an_overshoot(
         assert trial.granted == min(budget, CONTENDERS - 1), (number, trial)
         assert trial.overshoot == 0 and trial.spent == trial.granted, (number, trial)
         assert all(r == ("BudgetExhausted", "ceiling") for r in trial.refusals), trial
-        assert trial.admitted_records == trial.granted, trial
+        assert trial.admitted_records == trial.granted and trial.consistent, trial
+
+
+def test_ra06_windowed_budgets_across_processes_with_a_fake_clock(
+    backend: Backend, workers: Pool
+) -> None:
+    """Each process reads a fake clock set to the same moment; six windows, B per window."""
+    rng = random.Random(61)
+    budget, board = rng.randint(1, CONTENDERS - 1), f"window-{uuid.uuid4().hex[:12]}"
+    clock = FakeClock()
+    with BoardStore(backend.handle, board, clock=clock) as store:
+        BudgetTree.single_pool(budget, HOUR).install(store)
+    for window in range(6):
+        now = clock.now() + window * HOUR + rng.random() * HOUR
+        for index in range(CONTENDERS):
+            workers.send(index, "contend", backend.url, board, index, False, now.isoformat())
+        answers = list(workers.gather(list(range(CONTENDERS))).values())
+        granted = sum(1 for kind, _ in answers if kind == "granted")
+        assert granted == budget, (window, answers)
+        assert all(a == ("BudgetExhausted", "ceiling") for a in answers if a[0] != "granted")
+    clock.advance(5 * HOUR)
+    with BoardStore(backend.handle, board, clock=clock) as store:
+        counter = store.counter(("global",))
+    assert counter.total == 6 * budget and counter.spent <= budget
 
 
 def test_ra06_negative_control_a_read_then_write_budget_overshoots(

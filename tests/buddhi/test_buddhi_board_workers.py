@@ -18,6 +18,7 @@ import sys
 import time
 import traceback
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 from blackboard.stores import Store as BoardBackend
@@ -44,6 +45,7 @@ from buddhi.reference import (
     ReferencePack,
     StaticRouter,
 )
+from buddhi.testing import FakeClock
 
 OPEN_BAR = GraduatedBar(0.0, 1.01)  # only a ceiling refuses a confidence-1 request
 BARRIER_TIMEOUT = 120.0
@@ -59,15 +61,19 @@ def ping() -> int:
     return os.getpid()
 
 
-def contend(url: str, board: str, index: int, kill: bool) -> tuple[str, str | None]:
+def contend(
+    url: str, board: str, index: int, kill: bool, now: str | None = None
+) -> tuple[str, str | None]:
     """RA-06: wait at the barrier, then ask for one interrupt from the global pool.
 
     With ``kill`` the process SIGKILLs itself inside its first write transaction, after
-    the store applied the writes and before it committed them.
+    the store applied the writes and before it committed them. With ``now`` (ISO 8601)
+    the store reads a fake clock stopped at that moment.
     """
     from buddhi.board import BoardStore
 
-    store = BoardStore(backend(url), board)
+    clock = None if now is None else FakeClock(datetime.fromisoformat(now))
+    store = BoardStore(backend(url), board, clock=clock)
     request = AdmissionRequest(GLOBAL_SCOPE, f"c{index}", "src", 1.0, OPEN_BAR)
     if kill:
         arm_kill(url)
