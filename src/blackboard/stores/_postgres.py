@@ -105,6 +105,7 @@ class PostgresStore(Store):
         self._channel = ""
         self._listener: Listener | None = None
         self._listener_lock = threading.Lock()
+        self._closed = False
         self._pool = self._open_pool(min_size, max_size, timeout, connection_class)
         try:
             self._channel = self._run_migrations()
@@ -389,6 +390,7 @@ class PostgresStore(Store):
         """Stop the wake-up listener and close every pooled connection."""
         with self._listener_lock:
             listener, self._listener = self._listener, None
+            self._closed = True
         if listener is not None:
             listener.stop()
         self._pool.close()
@@ -401,6 +403,8 @@ class PostgresStore(Store):
 
     def _wake_ups(self) -> Listener:
         with self._listener_lock:
+            if self._closed:
+                raise StoreError(f"PostgreSQL store {self._target.described} is closed")
             if self._listener is None:
                 self._listener = Listener(self._target.conninfo, self._channel)
             return self._listener

@@ -142,7 +142,9 @@ def _sigkill_some(
     killed: dict[int, int] = {}
     for k, victim in enumerate(random.Random(seed).sample(range(PROCESSES), SIGKILLS)):
         path = files[victim]
+        deadline = time.monotonic() + 300
         while time.time() < start or _lines(path) < OPS // (2 + k):
+            assert time.monotonic() < deadline, f"worker {victim} made no progress"
             time.sleep(0.05)
         workers.kill(victim)
         done = sum('"invoke"' in line for line in path.read_text().splitlines())

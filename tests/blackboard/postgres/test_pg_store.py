@@ -169,11 +169,15 @@ def test_nul_in_board_region_writer_and_key(pg_space: PgSpace) -> None:
 
 
 def test_big_contributions_and_long_unique_keys(pg_space: PgSpace) -> None:
-    with create_model([Level("u", unique=True)], store=pg_space.url, board_id="big") as model:
-        blob = "x" * 3_000_000
-        assert isinstance(model.control.write("w", "u", blob), Written)
-        assert not isinstance(model.control.write("w", "u", blob), Written)
-        assert model.reader.read_level("u")[0].content == blob
+    """A 1 MB contribution, and a unique key far longer than a btree entry may be."""
+    regions = [Level("big"), Level("u", unique="id")]
+    with create_model(regions, store=pg_space.url, board_id="big") as model:
+        blob = "x" * 1_000_000
+        assert isinstance(model.control.write("w", "big", blob), Written)
+        assert model.reader.read_level("big")[0].content == blob
+        long_key = {"id": "k" * 20_000}
+        assert isinstance(model.control.write("w", "u", long_key), Written)
+        assert not isinstance(model.control.write("w", "u", long_key), Written)
 
 
 # -- errors at the boundary ------------------------------------------------------------
@@ -189,6 +193,8 @@ def test_an_unknown_board_and_a_closed_store_are_store_errors(pg_space: PgSpace)
     store.close()
     with pytest.raises(StoreError):
         store.head("missing")
+    with pytest.raises(StoreError, match="closed"):
+        store.wait("missing", 0, 0.01)
 
 
 # -- wake-ups by LISTEN/NOTIFY, across processes -------------------------------------------
