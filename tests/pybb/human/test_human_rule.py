@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from human_fixtures import *  # noqa: F403 (the fixtures)
 from human_support import make_ask, open_board
 
 from blackboard import (

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from inbox_fixtures import *  # noqa: F403 (the fixtures)
 from inbox_support import (
     AppClient,
     FakeClock,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inbox_fixtures import *  # noqa: F403 (the fixtures)
 from inbox_support import AppClient, FakeClock, answer_form, app_for, forms, login
 
 from blackboard import Model

@@ -1,4 +1,8 @@
-"""The inbox under test: a SQLite run with hostile asks, a token table, the real app."""
+"""Fixtures of the inbox tests: a SQLite run with hostile asks, a token table, the real app.
+
+Not a conftest.py (a nested conftest shadows the others under pytest's default import
+mode); test modules take them with ``from inbox_fixtures import *``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from inbox_support import AppClient, FakeClock, app_for, hostile_ask, new_board,
 
 from blackboard import Model
 from pybb.inbox import TokenTable
+
+__all__ = ["alice", "app", "bob", "client", "client2", "clock", "model", "tokens"]
 
 
 @pytest.fixture

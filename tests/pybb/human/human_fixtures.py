@@ -1,4 +1,8 @@
-"""A SQLite board with the human loop declared."""
+"""Fixtures of the human-loop tests: a SQLite board with the human loop declared.
+
+Not a conftest.py (a nested conftest shadows the others under pytest's default import
+mode); test modules take them with ``from human_fixtures import *``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ import pytest
 from human_support import open_board
 
 from blackboard import Model
+
+__all__ = ["board", "db"]
 
 
 @pytest.fixture
