@@ -7,7 +7,7 @@ and the board at any past sequence number.
 """
 
 from blackboard._control import BOARD_WRITER, Control, TerminationPredicate
-from blackboard._model import Model, create_model
+from blackboard._model import Model, attach, create_model
 from blackboard._reader import BoardReader
 from blackboard._records import (
     BoardState,
@@ -36,6 +36,7 @@ from blackboard._writes import (
 from blackboard.errors import (
     AdmissionRuleError,
     BlackboardError,
+    BoardNotFoundError,
     ContentError,
     IdempotencyKeyError,
     ModelError,
@@ -55,6 +56,7 @@ __all__ = [
     "AdmissionRuleError",
     "Agent",
     "BlackboardError",
+    "BoardNotFoundError",
     "BoardReader",
     "BoardState",
     "Conflict",
@@ -89,5 +91,6 @@ __all__ = [
     "WriteResult",
     "WriterError",
     "Written",
+    "attach",
     "create_model",
 ]

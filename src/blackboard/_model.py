@@ -17,10 +17,15 @@ from blackboard._reader import BoardReader
 from blackboard._records import Outcome, RecordKind, RunStatus
 from blackboard._regions import Agent, Level, Premise, Region
 from blackboard._writes import AdmissionRule
-from blackboard.errors import ModelError, ModelMismatchError, UndeclaredRegionError
+from blackboard.errors import (
+    BoardNotFoundError,
+    ModelError,
+    ModelMismatchError,
+    UndeclaredRegionError,
+)
 from blackboard.stores import PendingWrite, Store, open_store
 
-__all__ = ["Model", "create_model"]
+__all__ = ["Model", "attach", "create_model"]
 
 DEFAULT_BOARD_ID = "default"
 
@@ -140,6 +145,58 @@ def create_model(
         max_content_bytes=_positive(max_content_bytes),
     )
     return Model(opened, bid, declared, registered, control, reader, opened is not store)
+
+
+def attach(
+    store: str | Store,
+    board_id: str | None = None,
+    *,
+    admission_rule: AdmissionRule | None = None,
+    termination_predicate: TerminationPredicate | None = None,
+    agents_only: bool = False,
+) -> Model:
+    """Open an existing run with the regions and agents it was created with.
+
+    For processes that serve or inspect a run they did not declare (an inbox, a
+    monitor). Agents come back without ``notify``; the rule and predicate are this
+    process's own, since a rule is code and the board keeps only data.
+
+    Raises:
+        BoardNotFoundError: The store holds no such board (nothing is created).
+    """
+    bid = _board_id(board_id)
+    opened = open_store(store)
+    try:
+        stored = opened.declaration(bid)
+        if stored is None:
+            raise BoardNotFoundError(bid)
+        regions, agents = _parse_declaration(stored)
+    except BaseException:
+        if opened is not store:
+            opened.close()
+        raise
+    model = create_model(
+        regions,
+        {r.name: None for r in regions if isinstance(r, Premise)},
+        agents,
+        admission_rule,
+        termination_predicate,
+        store=opened,
+        board_id=bid,
+        agents_only=agents_only,
+    )
+    model._owns_store = opened is not store
+    return model
+
+
+def _parse_declaration(text: str) -> tuple[list[Region], list[Agent]]:
+    document = json.loads(text)
+    regions: list[Region] = [
+        Level(name, unique=flag) if kind == "level" else Premise(name, guarded=bool(flag))
+        for name, kind, flag in document["regions"]
+    ]
+    agents = [Agent(name, writes_to=tuple(writes)) for name, writes in document["agents"]]
+    return regions, agents
 
 
 def _regions(regions: Iterable[Region]) -> dict[str, Region]:

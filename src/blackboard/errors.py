@@ -4,7 +4,8 @@ The tree::
 
     BlackboardError
     ├── ModelError              the model declaration itself is inconsistent
-    │   └── ModelMismatchError  reopening a stored run with a different model
+    │   ├── ModelMismatchError  reopening a stored run with a different model
+    │   └── BoardNotFoundError  attaching to a board the store does not hold
     ├── UndeclaredRegionError   a write or read names a region nobody declared
     ├── RegionKindError         a level write to a premise, or the other way round
     ├── ContentError            content or a premise value that the board cannot keep
@@ -24,6 +25,7 @@ from __future__ import annotations
 __all__ = [
     "AdmissionRuleError",
     "BlackboardError",
+    "BoardNotFoundError",
     "ContentError",
     "IdempotencyKeyError",
     "ModelError",
@@ -57,6 +59,17 @@ class ModelMismatchError(ModelError):
         self.board_id = board_id
         self.stored = stored
         self.declared = declared
+
+
+class BoardNotFoundError(ModelError):
+    """``attach`` named a board that the store does not hold."""
+
+    def __init__(self, board_id: str) -> None:
+        super().__init__(
+            f"the store holds no board {board_id!r}; start the run first, or pass the "
+            "board_id it was created with"
+        )
+        self.board_id = board_id
 
 
 class UndeclaredRegionError(BlackboardError):

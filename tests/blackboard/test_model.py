@@ -9,6 +9,7 @@ import pytest
 
 from blackboard import (
     Agent,
+    BoardNotFoundError,
     BoardReader,
     Level,
     Model,
@@ -16,10 +17,12 @@ from blackboard import (
     ModelMismatchError,
     Notification,
     Premise,
+    RegionKindError,
     RunStatus,
     SequenceError,
     UndeclaredRegionError,
     Written,
+    attach,
     create_model,
 )
 from blackboard.errors import StoreConfigError
@@ -205,3 +208,22 @@ def test_follow_yields_writes_as_they_land_until_close(store_spec: StoreSpec) ->
     thread.join(15)
     assert not thread.is_alive()
     assert seen == [2, 3, 4, 5]
+
+
+def test_attach_opens_a_run_with_its_stored_declaration(store_spec: StoreSpec) -> None:
+    declared = _open(store_spec, agents=[Agent("scout", writes_to=["findings"])])
+    declared.control.write("w", "findings", {"f": 1})
+    attached = attach(store_spec.open(), "run-1")
+    assert attached.regions == declared.regions
+    assert attached.reader.digest() == declared.reader.digest()
+    with pytest.raises(RegionKindError):  # the kinds came back with the names
+        attached.control.write("scout", "window", 1)
+    assert attached.control.write("w", "findings", {"f": 2}) == Written(4)
+    assert declared.reader.read_level("findings")[-1].content == {"f": 2}
+
+
+def test_attach_to_a_missing_board_creates_nothing(store_spec: StoreSpec) -> None:
+    store = store_spec.open()
+    with pytest.raises(BoardNotFoundError, match="no board 'ghost'"):
+        attach(store, "ghost")
+    assert store.declaration("ghost") is None

@@ -18,7 +18,7 @@ from typing import Protocol, TypeAlias
 
 from blackboard._json import decode
 from blackboard._records import Outcome, Record, RecordKind
-from blackboard.errors import IdempotencyKeyError
+from blackboard.errors import IdempotencyKeyError, StoreError
 
 __all__ = [
     "AppendOutcome",
@@ -264,6 +264,15 @@ class Store(ABC):
     @abstractmethod
     def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
         """The current grants as ``(agent, region)`` pairs."""
+
+    def declaration(self, board_id: str) -> str | None:
+        """The declaration a board was created with, or ``None`` if there is no such board."""
+        try:
+            self.head(board_id)
+        except StoreError:
+            return None
+        # The board exists, so open_board returns its declaration and writes nothing.
+        return self.open_board(board_id, "", ())
 
     def permitted(self, board_id: str, agent: str, region: str) -> bool:
         """Whether ``agent`` holds a grant for ``region`` now (a backend may answer faster)."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
+from blackboard.errors import StoreError
 from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
 
 __all__ = ["MemoryStore"]
@@ -186,4 +187,4 @@ class MemoryStore(Store):
         try:
             return self._boards[board_id]
         except KeyError:
-            raise KeyError(f"no board {board_id!r} in this store; open it first") from None
+            raise StoreError(f"no board {board_id!r} in this store; open it first") from None
