@@ -100,7 +100,6 @@ class EntryState:
         "scopes",
         "segment",
         "stage",
-        "verdict_error",
     )
 
     def __init__(self, content: Mapping[str, Any]) -> None:
@@ -112,7 +111,6 @@ class EntryState:
         self.result: bool | dict[str, bool] | None = None
         self.original_result: bool | dict[str, bool] | None = None
         self.good_standing = False
-        self.verdict_error: str | None = None
         self.segment = Segment(content["segment"])
         self.origin = self.segment
         self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
@@ -194,7 +192,6 @@ class Projection:
     def _verdict(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         entry.result = content["result"]
         entry.good_standing = bool(content["good_standing"])
-        entry.verdict_error = content.get("error")
         entry.provisional = False
         self.dirty.pop(entry.key, None)
         if entry.original_result is None:

@@ -74,11 +74,6 @@ class AttemptStatus(enum.StrEnum):
     COUNTED = "counted"
     """Counted by ``Blackboard.add_ks_history`` without a write."""
 
-    @property
-    def failed(self) -> bool:
-        """True for the statuses that end an attempt without re-evaluating the entry."""
-        return self in (AttemptStatus.ERROR, AttemptStatus.TIMEOUT, AttemptStatus.REFUSED)
-
 
 class HaltReason(enum.StrEnum):
     """Why ``Controller.run`` returned."""
