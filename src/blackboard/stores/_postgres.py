@@ -320,6 +320,22 @@ class PostgresStore(Store):
         """The record written under ``key``, with its fingerprint."""
         return self._read("find an idempotency key", lambda conn: _find_key(conn, board_id, key))
 
+    def find_keys(self, board_id: str, keys: Sequence[str]) -> dict[str, tuple[Record, str]]:
+        """Every key of ``keys`` already written, with its record and fingerprint (one query)."""
+        if not keys:
+            return {}
+        rows = self._read(
+            "find idempotency keys",
+            lambda conn: conn.execute(
+                f"SELECT {_COLUMNS}, fingerprint FROM bb_records"
+                " WHERE board_id = %s AND ikey = ANY(%s)",
+                (enc(board_id), [enc(key) for key in keys]),
+            ).fetchall(),
+        )
+        found = [(_record(row[:-1]), str(row[-1])) for row in rows]
+        return {record.idempotency_key: (record, print_) for record, print_ in found
+                if record.idempotency_key is not None}  # fmt: skip
+
     def head(self, board_id: str) -> int:
         """The board's highest sequence number."""
         return self._read("read the head", lambda conn: _head(conn, board_id))

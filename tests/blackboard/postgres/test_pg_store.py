@@ -168,6 +168,19 @@ def test_nul_in_board_region_writer_and_key(pg_space: PgSpace) -> None:
         assert store.head(board) == 1
 
 
+def test_find_keys_answers_many_keys_in_one_query(pg_space: PgSpace) -> None:
+    with PostgresStore(pg_space.url) as store:
+        store.open_board("b", "{}", [])
+        store.append(
+            "b", [_level("one", idempotency_key="k1"), _level("two", idempotency_key="k\x00")]
+        )
+        found = store.find_keys("b", ["k1", "k\x00", "nope"])
+        assert set(found) == {"k1", "k\x00"}
+        assert found["k\x00"][0].content == "two"
+        assert found["k1"] == store.find_key("b", "k1")
+        assert store.find_keys("b", []) == {}
+
+
 def test_big_contributions_and_long_unique_keys(pg_space: PgSpace) -> None:
     """A 1 MB contribution, and a unique key far longer than a btree entry may be."""
     regions = [Level("big"), Level("u", unique="id")]
