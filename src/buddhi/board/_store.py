@@ -83,8 +83,11 @@ DEFAULT_ATTEMPTS = 100
 DEFAULT_WRITER = "buddhi"
 """The writer name BoardStore writes the board under."""
 
-_BACKOFF_BASE = 0.0005  # seconds: the first retry waits up to half a millisecond ...
-_BACKOFF_CAP = 0.05  # ... doubling up to 50 ms, each wait drawn uniformly (full jitter)
+# After a lost compare-and-set a call waits a random time (full jitter) of up to one
+# attempt's duration, doubling with each further loss up to _BACKOFF_CAP: sized by the
+# backend's own latency, losers spread out instead of burning the cores the winner needs.
+_BACKOFF_FLOOR = 0.0005
+_BACKOFF_CAP = 0.1
 
 _log = logging.getLogger("buddhi.board")
 
@@ -263,12 +266,14 @@ class BoardStore(Store):
     def _transact(self, premise: str, plan: Callable[[Any], _Plan[T]], what: str) -> T:
         """Read the premise, plan, and commit at the version read; again on a conflict."""
         for attempt in range(self._attempts):
+            started = time.monotonic()
             with self._kernel(what):
                 state = self._model.reader.read_premise(premise)
             step = plan(_mapping(premise, state.value))
             if self._commit(premise, state.version, step, what):
                 return step.result
-            time.sleep(random.uniform(0.0, min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt)))
+            took = max(_BACKOFF_FLOOR, time.monotonic() - started)
+            time.sleep(random.uniform(0.0, min(_BACKOFF_CAP, took * 2**attempt)))
         raise StoreError(
             f"BoardStore could not {what} on board {self._model.board_id!r}: the {premise!r} "
             f"premise changed under each of {self._attempts} attempts (heavy contention); "
