@@ -155,7 +155,7 @@ class Control:
         keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(proposals)
         if len(keys) != len(proposals):
             raise ContentError("idempotency_keys", "must have one key (or None) per proposal")
-        prepared = [self._prepare(p, k) for p, k in zip(proposals, keys, strict=True)]
+        prepared = self._prepare_all(proposals, keys)
         results: list[WriteResult | None] = [early for early, _ in prepared]
         pending = [(i, w) for i, (early, w) in enumerate(prepared) if early is None and w]
         if pending:
@@ -167,7 +167,7 @@ class Control:
 
     def _write_one(self, proposed: ProposedWrite, key: str | None) -> WriteResult:
         """``write_all([proposed])[0]`` without the batch bookkeeping: the hot path."""
-        early, write = self._prepare(proposed, key)
+        early, write = self._prepare_all([proposed], [key])[0]
         if early is not None or write is None:
             assert early is not None
             return early
@@ -198,26 +198,48 @@ class Control:
 
     # -- the write path ------------------------------------------------------------
 
-    def _prepare(
-        self, proposed: ProposedWrite, key: str | None
-    ) -> tuple[WriteResult | None, PendingWrite | None]:
-        """Run every check that needs no lock; return an early result or the pending write."""
-        write = self._pending(proposed, key)
-        if key is not None:
-            repeat = self._repeat(write, key)
-            if repeat is not None:
-                return repeat, None
+    def _prepare_all(
+        self, proposals: Sequence[ProposedWrite], keys: Sequence[str | None]
+    ) -> list[tuple[WriteResult | None, PendingWrite | None]]:
+        """Run every check that needs no lock; per proposal, an early result or the write.
+
+        The store is asked once per batch (keys, run state, grants), not once per write.
+        """
+        writes = [self._pending(p, k) for p, k in zip(proposals, keys, strict=True)]
+        wanted = [k for k in keys if k is not None]
+        found = self._store.find_keys(self.board_id, wanted) if wanted else {}
         outcome = self._store.outcome(self.board_id)
+        grants: dict[tuple[str, str], bool] = {}
+        return [
+            self._prepare(proposed, write, found, outcome, grants)
+            for proposed, write in zip(proposals, writes, strict=True)
+        ]
+
+    def _prepare(
+        self,
+        proposed: ProposedWrite,
+        write: PendingWrite,
+        found: Mapping[str, tuple[Record, str]],
+        outcome: Outcome,
+        grants: dict[tuple[str, str], bool],
+    ) -> tuple[WriteResult | None, PendingWrite | None]:
+        key = write.idempotency_key
+        if key is not None and key in found:
+            return _repeat(write, key, found[key]), None
         if outcome.closed:
             return _closed(outcome.sequence or 0), None
-        if write.check_permission and not self._store.permitted(
-            self.board_id, write.writer, write.region or ""
-        ):
+        if write.check_permission and not self._permitted(write, grants):
             return self._not_permitted(write.writer, write.region or ""), None
         verdict = self._judge(proposed)
         if isinstance(verdict, Reject):
             return Rejected(RejectionCause.ADMISSION, verdict.reason), None
         return None, write
+
+    def _permitted(self, write: PendingWrite, grants: dict[tuple[str, str], bool]) -> bool:
+        pair = (write.writer, write.region or "")
+        if pair not in grants:
+            grants[pair] = self._store.permitted(self.board_id, *pair)
+        return grants[pair]
 
     def _pending(self, proposed: ProposedWrite, key: str | None) -> PendingWrite:
         if not isinstance(proposed, ProposedContribution | ProposedPremiseWrite):
@@ -276,15 +298,6 @@ class Control:
         if region.kind != kind:
             raise RegionKindError(region.name, region.kind, kind)
         return region
-
-    def _repeat(self, write: PendingWrite, key: str) -> Written | None:
-        found = self._store.find_key(self.board_id, key)
-        if found is None:
-            return None
-        record, stored_print = found
-        if stored_print != fingerprint(write):
-            raise IdempotencyKeyError(key, record.sequence)
-        return Written(record.sequence, record.version, repeat=True)
 
     def _judge(self, proposed: ProposedWrite) -> Accept | Reject:
         if self._rule is None:
@@ -439,6 +452,13 @@ def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
         f"agent {write.writer!r} may not write {write.region!r} (its permission was revoked "
         "or never granted)",
     )
+
+
+def _repeat(write: PendingWrite, key: str, found: tuple[Record, str]) -> Written:
+    record, stored_print = found
+    if stored_print != fingerprint(write):
+        raise IdempotencyKeyError(key, record.sequence)
+    return Written(record.sequence, record.version, repeat=True)
 
 
 def _closed(sequence: int) -> Rejected:

@@ -241,6 +241,14 @@ class Store(ABC):
     def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
         """The record written under an idempotency key, with its fingerprint."""
 
+    def find_keys(self, board_id: str, keys: Sequence[str]) -> dict[str, tuple[Record, str]]:
+        """Every key of ``keys`` already written, with its record and fingerprint.
+
+        The default asks :meth:`find_key` per key; a backend should answer in one query.
+        """
+        found = {key: self.find_key(board_id, key) for key in keys}
+        return {key: hit for key, hit in found.items() if hit is not None}
+
     @abstractmethod
     def head(self, board_id: str) -> int:
         """The board's highest sequence number (0 for an empty board)."""

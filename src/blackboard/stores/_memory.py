@@ -138,6 +138,12 @@ class MemoryStore(Store):
         with self._lock:
             return _Txn(self._board(board_id)).find_key(key)
 
+    def find_keys(self, board_id: str, keys: Sequence[str]) -> dict[str, tuple[Record, str]]:
+        with self._lock:
+            board = self._board(board_id)
+            hits = ((key, board.keys.get(key)) for key in keys)
+            return {k: (board.records[h[0]], h[1]) for k, h in hits if h is not None}
+
     def head(self, board_id: str) -> int:
         with self._lock:
             return len(self._board(board_id).records)

@@ -230,6 +230,25 @@ class SQLiteStore(Store):
         )
         return result
 
+    def find_keys(self, board_id: str, keys: Sequence[str]) -> dict[str, tuple[Record, str]]:
+        """The keys already written, in one query per 500 keys."""
+
+        def work(cur: sqlite3.Cursor) -> dict[str, tuple[Record, str]]:
+            found: dict[str, tuple[Record, str]] = {}
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = cur.execute(
+                    f"SELECT {_COLUMNS}, fingerprint FROM bb_records"
+                    f" WHERE board_id = ? AND ikey IN ({marks})",
+                    (board_id, *chunk),
+                ).fetchall()
+                found.update((row[7], (_record(row[:-1]), str(row[-1]))) for row in rows)
+            return found
+
+        result: dict[str, tuple[Record, str]] = self._read("find idempotency keys", work)
+        return result
+
     def head(self, board_id: str) -> int:
         """The board's highest sequence number."""
         return int(self._read("read the head", lambda cur: _head(cur, board_id)))
