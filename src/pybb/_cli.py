@@ -22,6 +22,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 COMMANDS: tuple[str, ...] = (
     "pybb._demo:register",
+    "pybb.attestation._command:register",
     "pybb.inbox._command:add_inbox_command",
 )
 """``"module:function"`` of each function that adds a subcommand, in help order."""

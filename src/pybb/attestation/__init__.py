@@ -1,6 +1,20 @@
-"""Evidence from TCG event logs: parse, decode and replay measured-boot logs.
+"""Remote attestation on pybb: TCG event logs, evidence, policy, and the decision tree.
 
-The layer the attestation tiers build on::
+The decision tree (an application of ``pybb``; see ``README.md`` beside this file)::
+
+    from pybb.attestation import Attestation, generate_fleet, load_fleet
+
+    fleet = generate_fleet(200, seed=0)          # or load_fleet("fleet/")
+    with Attestation(fleet, store="sqlite:///attest.db") as attestation:
+        report = attestation.run()               # resumes an interrupted run
+    report.counts(), report.escalations(), report.accuracy
+
+Each device is an entry with one component per PCR its class's policy covers, the
+cheap check "quoted value equals the reference value" its condition; ``on_fail`` goes
+to :class:`AttributionTier`, ``on_pass`` to :class:`VerificationTier`; what neither can
+pass is escalated with a :class:`TierReport`.
+
+The event-log layer the tiers build on::
 
     from pybb.attestation import read_event_log, replay
 
@@ -34,32 +48,91 @@ from pybb.attestation._eventlog import (
     parse_event_log,
     read_event_log,
 )
+from pybb.attestation._evidence import (
+    MAX_EVIDENCE_FILE_SIZE,
+    Evidence,
+    load_evidence,
+    parse_evidence,
+)
+from pybb.attestation._fleet import Fleet, load_fleet, save_fleet
+from pybb.attestation._fleet_errors import EvidenceError, FleetError, PolicyError
+from pybb.attestation._generate import TRUTH_KINDS, builtin_classes, builtin_logs, generate_fleet
+from pybb.attestation._policy import DeviceClass, Policy, load_class
 from pybb.attestation._replay import PcrValues, Replayer, ReplayStep, iter_replay, replay
+from pybb.attestation._report import (
+    DeviceOutcome,
+    DeviceResult,
+    Finding,
+    FleetReport,
+    GroundTruth,
+    Reason,
+    Tier,
+    TierReport,
+)
+from pybb.attestation._tree import (
+    ALLOWLIST,
+    Attestation,
+    AttributionTier,
+    VerificationTier,
+    accept_digest,
+    read_allowlist,
+)
 from pybb.attestation._types import KNOWN_ALGORITHMS, DigestAlgorithm, EventType, event_type_name
 
 __all__ = [
+    "ALLOWLIST",
     "KNOWN_ALGORITHMS",
+    "MAX_EVIDENCE_FILE_SIZE",
     "MAX_LOG_FILE_SIZE",
     "MAX_PCR_INDEX",
+    "TRUTH_KINDS",
+    "Attestation",
+    "AttributionTier",
     "BootComponent",
+    "DeviceClass",
+    "DeviceOutcome",
+    "DeviceResult",
     "DigestAlgorithm",
     "Event",
     "EventLog",
     "EventLogError",
     "EventLogSource",
     "EventType",
+    "Evidence",
+    "EvidenceError",
+    "Finding",
+    "Fleet",
+    "FleetError",
+    "FleetReport",
+    "GroundTruth",
     "LogFormat",
     "PcrValues",
+    "Policy",
+    "PolicyError",
+    "Reason",
     "ReplayStep",
     "Replayer",
     "SpecIdEvent",
+    "Tier",
+    "TierReport",
     "TruncatedLogError",
     "UnknownAlgorithmError",
+    "VerificationTier",
+    "accept_digest",
+    "builtin_classes",
+    "builtin_logs",
     "device_path_to_text",
     "event_type_name",
+    "generate_fleet",
     "iter_replay",
+    "load_class",
     "load_event_log",
+    "load_evidence",
+    "load_fleet",
     "parse_event_log",
+    "parse_evidence",
+    "read_allowlist",
     "read_event_log",
     "replay",
+    "save_fleet",
 ]

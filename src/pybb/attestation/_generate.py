@@ -1,0 +1,456 @@
+"""A fleet generator with known ground truth, built from real event logs.
+
+The package bundles six real TCG event logs from tpm2-tools' test data (BSD-3-Clause,
+see ``data/LICENSE-tpm2-tools``). Each becomes a device class (:func:`builtin_classes`):
+its replay is the reference, its measured events the manifest, and its policy allows
+two sanctioned updates of each updatable boot component (firmware blobs, drivers, boot
+applications, CRTM version, POST code) and denies one revoked version of the first
+two. :func:`generate_fleet` then makes each device from its class's log by one known
+mutation, so where each device should land is known:
+
+============================  =================================================
+kind                          what was done, and where it should land
+============================  =================================================
+``clean``                     nothing: passed (verification tier)
+``sanctioned_update``         a component replaced by an allowed update: repaired
+``tampered_component``        a component's digest replaced by an unknown one (or
+                              by a denied one): escalated, ``tampered_component``
+                              (``denied_component``) by the attribution tier
+``log_quote_mismatch``        a log event edited under a clean quote (caught by the
+                              verification tier), or a quoted PCR forged under a
+                              clean log (caught by attribution)
+``secure_boot_off``           the SecureBoot variable measured as 0 (classes that
+                              require Secure Boot): escalated by attribution
+``corrupt_log``               truncated, emptied, an absurd eventSize or PCR
+                              index, an unknown algorithm id: escalated, naming
+                              the event number and byte offset
+============================  =================================================
+
+Everything is a function of the seed: the same ``(n, seed)`` gives the same fleet,
+byte for byte, and each device is built only when the run reaches it.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+
+from pybb.attestation._eventlog import Event, EventLog, LogFormat, parse_event_log
+from pybb.attestation._evidence import Evidence
+from pybb.attestation._fleet import Fleet, _fingerprint
+from pybb.attestation._policy import BANK_SIZES, DeviceClass
+from pybb.attestation._replay import PcrValues, Replayer, replay
+from pybb.attestation._report import DeviceOutcome, GroundTruth, Reason
+from pybb.attestation._types import EventType, hash_constructor
+
+__all__ = ["DEFAULT_MIX", "TRUTH_KINDS", "builtin_classes", "builtin_logs", "generate_fleet"]
+
+TRUTH_KINDS = (
+    "clean",
+    "sanctioned_update",
+    "tampered_component",
+    "log_quote_mismatch",
+    "secure_boot_off",
+    "corrupt_log",
+)
+"""The ground-truth kinds the generator makes."""
+
+DEFAULT_MIX: Mapping[str, float] = MappingProxyType(
+    {
+        "clean": 0.40,
+        "sanctioned_update": 0.15,
+        "tampered_component": 0.15,
+        "log_quote_mismatch": 0.10,
+        "secure_boot_off": 0.10,
+        "corrupt_log": 0.10,
+    }
+)
+"""The default share of each kind."""
+
+_BUILTIN = {
+    "rhel9-shim": "event-moklisttrusted.bin",
+    "postcode": "event-postcode.bin",
+    "gce-ubuntu": "event-gce-ubuntu-2104-log.bin",
+    "fedora37-sdboot": "event-sd-boot-fedora37.bin",
+    "uefi-sha1": "event-uefi-sha1-log.bin",
+    "arch-linux": "event-arch-linux.bin",
+}
+_UPDATABLE = frozenset(
+    int(t)
+    for t in (
+        EventType.EV_EFI_BOOT_SERVICES_APPLICATION,
+        EventType.EV_EFI_BOOT_SERVICES_DRIVER,
+        EventType.EV_EFI_RUNTIME_SERVICES_DRIVER,
+        EventType.EV_EFI_PLATFORM_FIRMWARE_BLOB,
+        EventType.EV_EFI_PLATFORM_FIRMWARE_BLOB2,
+        EventType.EV_POST_CODE,
+        EventType.EV_S_CRTM_VERSION,
+        EventType.EV_S_CRTM_CONTENTS,
+    )
+)
+_UPDATES = 2
+_REVOKED = 2
+_CORRUPTIONS = ("truncated", "empty", "event_size", "pcr_index", "algorithm")
+
+
+@cache
+def builtin_logs() -> Mapping[str, bytes]:
+    """The bundled real event logs, by the class name the generator gives them."""
+    data = resources.files("pybb.attestation").joinpath("data")
+    return MappingProxyType({name: data.joinpath(f).read_bytes() for name, f in _BUILTIN.items()})
+
+
+def builtin_classes() -> dict[str, DeviceClass]:
+    """The device classes enrolled from the bundled logs, with the generator's policy."""
+    return {name: base.device_class for name, base in _bases().items()}
+
+
+def _payload_digests(banks: tuple[str, ...], payload: str) -> dict[str, bytes]:
+    """The digests, in every bank, of a stand-in component image named ``payload``."""
+    digests = {}
+    for bank in banks:
+        hasher = hash_constructor(bank)
+        assert hasher is not None
+        digests[bank] = hasher(payload.encode()).digest()
+    return digests
+
+
+@dataclass(frozen=True)
+class _Base:
+    """One class's golden log and what the generator needs to mutate it."""
+
+    name: str
+    data: bytes
+    log: EventLog
+    golden: PcrValues
+    device_class: DeviceClass
+    updatable: tuple[Event, ...]
+    measured: tuple[Event, ...]
+    secure_boot: Event | None
+
+    def update(self, event: Event, k: int) -> dict[str, bytes]:
+        return _payload_digests(self.log.banks, f"{self.name}/event-{event.index}/update-{k}")
+
+    def revoked(self, event: Event, k: int) -> dict[str, bytes]:
+        return _payload_digests(self.log.banks, f"{self.name}/event-{event.index}/revoked-{k}")
+
+
+@cache
+def _bases() -> Mapping[str, _Base]:
+    return MappingProxyType({name: _enroll(name, data) for name, data in builtin_logs().items()})
+
+
+def _enroll(name: str, data: bytes) -> _Base:
+    log = parse_event_log(data)
+    plain = DeviceClass.from_log(name, log)
+    covered = set(plain.policy.pcrs)
+    measured = tuple(e for e in log.events if e.measured and e.pcr_index in covered)
+    updatable = tuple(e for e in measured if e.event_type in _UPDATABLE) or measured[:2]
+    sb_event = next(
+        (
+            e
+            for e in measured
+            if e.event_type == EventType.EV_EFI_VARIABLE_DRIVER_CONFIG
+            and e.label.startswith("SecureBoot ")
+        ),
+        None,
+    )
+    base = _Base(name, data, log, replay(log), plain, updatable, measured, sb_event)
+    bank = plain.policy.bank
+    allowed: dict[int, set[bytes]] = {}
+    for event in updatable:
+        for k in range(_UPDATES):
+            allowed.setdefault(event.pcr_index, set()).add(base.update(event, k)[bank])
+    denied = {base.revoked(e, 0)[bank] for e in updatable[:_REVOKED]}
+    device_class = DeviceClass.from_log(name, log, allowed=allowed, denied=denied)
+    return replace(base, device_class=device_class)
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    device: str
+    base: str
+    kind: str
+
+
+def generate_fleet(
+    n: int, *, seed: int = 0, mix: Mapping[str, float] | None = None, name: str | None = None
+) -> Fleet:
+    """A fleet of ``n`` devices made from the bundled real logs, with ground truth.
+
+    Args:
+        n: How many devices.
+        seed: Everything follows from it: the same ``n`` and seed give the same fleet.
+        mix: The share of each kind (see :data:`TRUTH_KINDS`); default :data:`DEFAULT_MIX`.
+        name: The fleet's name (default ``demo-<n>-seed-<seed>``).
+
+    Raises:
+        ValueError: ``n`` is negative or ``mix`` names an unknown kind.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    shares = dict(DEFAULT_MIX if mix is None else mix)
+    unknown = set(shares) - set(TRUTH_KINDS)
+    if unknown or not any(v > 0 for v in shares.values()):
+        raise ValueError(
+            f"mix must give positive shares to kinds among {TRUTH_KINDS}, got {shares!r}"
+        )
+    bases = _bases()
+    specs = _specs(n, seed, shares, bases)
+    by_device = {spec.device: spec for spec in specs}
+    built: dict[str, Evidence] = {}
+
+    def make(device: str) -> tuple[Evidence, GroundTruth]:
+        spec = by_device[device]
+        evidence, truth = _make(spec, seed, bases[spec.base])
+        if len(built) > 1024:  # the run reads each device about twice, close together
+            built.clear()
+        built[device] = evidence
+        lazy.remember(device, truth)
+        return evidence, truth
+
+    def load(device: str) -> Evidence:
+        found = built.get(device)
+        return make(device)[0] if found is None else found
+
+    lazy = _LazyTruth(by_device, lambda device: make(device)[1])
+    classes = {name: base.device_class for name, base in bases.items()}
+    mix_text = ",".join(f"{k}={shares[k]}" for k in sorted(shares))
+    return Fleet(
+        name or f"demo-{n}-seed-{seed}",
+        classes,
+        tuple(by_device),
+        load,
+        lazy,
+        _fingerprint(classes, tuple(by_device), f"generated/{n}/{seed}/{mix_text}"),
+        lambda device: by_device[device].base,
+    )
+
+
+class _LazyTruth(Mapping[str, GroundTruth]):
+    """Ground truth built on first read (a device's truth needs its mutation)."""
+
+    def __init__(self, specs: Mapping[str, _Spec], build: Callable[[str], GroundTruth]) -> None:
+        self._specs = specs
+        self._build = build
+        self._known: dict[str, GroundTruth] = {}
+
+    def __getitem__(self, device: str) -> GroundTruth:
+        if device not in self._specs:
+            raise KeyError(device)
+        found = self._known.get(device)
+        if found is None:
+            found = self._known[device] = self._build(device)
+        return found
+
+    def remember(self, device: str, truth: GroundTruth) -> None:
+        self._known[device] = truth
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+def _specs(
+    n: int, seed: int, shares: Mapping[str, float], bases: Mapping[str, _Base]
+) -> list[_Spec]:
+    rng = random.Random(seed)
+    names = sorted(bases)
+    secure = [name for name in names if bases[name].device_class.policy.secure_boot_required]
+    kinds = [k for k in TRUTH_KINDS if shares.get(k, 0) > 0 and (k != "secure_boot_off" or secure)]
+    weights = [shares[k] for k in kinds]
+    width = max(5, len(str(max(n - 1, 0))))
+    specs = []
+    for i in range(n):
+        kind = rng.choices(kinds, weights)[0]
+        base = rng.choice(secure if kind == "secure_boot_off" else names)
+        specs.append(_Spec(f"dev-{i:0{width}d}", base, kind))
+    return specs
+
+
+# -- making one device -------------------------------------------------------------------------
+
+
+def _make(spec: _Spec, seed: int, base: _Base) -> tuple[Evidence, GroundTruth]:
+    rng = random.Random(f"{seed}/{spec.device}/{spec.kind}")
+    maker = _MAKERS[spec.kind]
+    log, quote, truth = maker(base, rng)
+    return Evidence(spec.device, base.name, log, quote), truth
+
+
+_Made = tuple[bytes, PcrValues, GroundTruth]
+
+
+def _clean(base: _Base, rng: random.Random) -> _Made:
+    return base.data, base.golden, GroundTruth("clean", DeviceOutcome.PASSED)
+
+
+def _sanctioned(base: _Base, rng: random.Random) -> _Made:
+    event = rng.choice(base.updatable)
+    k = rng.randrange(_UPDATES)
+    log, quote = _with_digests(base, event, base.update(event, k))
+    detail = f"event {event.index} ({event.type_name}, PCR {event.pcr_index}) -> update {k}"
+    truth = GroundTruth(
+        "sanctioned_update", DeviceOutcome.REPAIRED, Reason.SANCTIONED_UPDATE, detail
+    )
+    return log, quote, truth
+
+
+def _tampered(base: _Base, rng: random.Random) -> _Made:
+    if rng.random() < 0.2:
+        event = rng.choice(base.updatable[:_REVOKED])
+        digests = base.revoked(event, 0)
+        reason, what = Reason.DENIED_COMPONENT, "a revoked (denied) version"
+    else:
+        candidates = [e for e in base.measured if e is not base.secure_boot]
+        event = rng.choice(candidates)
+        digests = {bank: rng.randbytes(len(d)) for bank, d in event.digests.items()}
+        reason, what = Reason.TAMPERED_COMPONENT, "an unknown digest"
+    log, quote = _with_digests(base, event, digests)
+    detail = f"event {event.index} ({event.type_name}, PCR {event.pcr_index}) -> {what}"
+    return log, quote, GroundTruth("tampered_component", DeviceOutcome.ESCALATED, reason, detail)
+
+
+def _mismatch(base: _Base, rng: random.Random) -> _Made:
+    event = rng.choice(base.measured)
+    reason = Reason.LOG_QUOTE_MISMATCH
+    if rng.random() < 0.5:
+        digests = {bank: rng.randbytes(len(d)) for bank, d in event.digests.items()}
+        log, _ = _with_digests(base, event, digests, quote=False)
+        detail = f"event {event.index} (PCR {event.pcr_index}) edited in the log; quote clean"
+        return (
+            log,
+            base.golden,
+            GroundTruth("log_quote_mismatch", DeviceOutcome.ESCALATED, reason, detail),
+        )
+    pcr = event.pcr_index
+    quote = {
+        bank: {**values, pcr: rng.randbytes(len(values[pcr]))} if pcr in values else values
+        for bank, values in base.golden.items()
+    }
+    detail = f"quoted PCR {pcr} forged; log clean"
+    return (
+        base.data,
+        quote,
+        GroundTruth("log_quote_mismatch", DeviceOutcome.ESCALATED, reason, detail),
+    )
+
+
+def _secure_boot_off(base: _Base, rng: random.Random) -> _Made:
+    event = base.secure_boot
+    assert event is not None
+    data = event.data[:-1] + b"\x00"
+    digests = {}
+    for bank in event.digests:
+        hasher = hash_constructor(bank)
+        assert hasher is not None
+        digests[bank] = hasher(data).digest()
+    log = bytearray(base.data)
+    data_at = _data_offset(base.log, event)
+    log[data_at + len(data) - 1] = 0
+    patched, quote = _with_digests(base, replace(event, data=data), digests, data=bytes(log))
+    detail = f"SecureBoot variable (event {event.index}) measured as 0"
+    truth = GroundTruth("secure_boot_off", DeviceOutcome.ESCALATED, Reason.SECURE_BOOT_OFF, detail)
+    return patched, quote, truth
+
+
+def _corrupt(base: _Base, rng: random.Random) -> _Made:
+    choices = [
+        c for c in _CORRUPTIONS if c != "algorithm" or base.log.format is LogFormat.CRYPTO_AGILE
+    ]
+    how = rng.choice(choices)
+    first = 1 if base.log.format is LogFormat.CRYPTO_AGILE else 0
+    event = rng.choice(base.log.events[first:])
+    log = bytearray(base.data)
+    if how == "empty":
+        log = bytearray()
+    elif how == "truncated":
+        end = _event_end(base.log, event)
+        del log[rng.randrange(event.offset + 1, end) :]
+    elif how == "event_size":
+        struct.pack_into("<I", log, _data_offset(base.log, event) - 4, 0xFFFFFF00)
+    elif how == "pcr_index":
+        struct.pack_into("<I", log, event.offset, 0x100 + rng.randrange(0x10000))
+    else:
+        struct.pack_into("<H", log, event.offset + 12, 0x00FF)
+    quote = base.golden
+    if rng.random() < 0.5:
+        pcr = rng.choice(base.device_class.policy.pcrs)
+        quote = {b: {**v, pcr: rng.randbytes(BANK_SIZES[b])} for b, v in quote.items()}
+    detail = f"{how} at event {event.index} (byte offset {event.offset})"
+    truth = GroundTruth("corrupt_log", DeviceOutcome.ESCALATED, Reason.CORRUPT_LOG, detail)
+    return bytes(log), quote, truth
+
+
+_MAKERS = {
+    "clean": _clean,
+    "sanctioned_update": _sanctioned,
+    "tampered_component": _tampered,
+    "log_quote_mismatch": _mismatch,
+    "secure_boot_off": _secure_boot_off,
+    "corrupt_log": _corrupt,
+}
+
+
+# -- editing a log's bytes ----------------------------------------------------------------------
+
+
+def _digest_offsets(log: EventLog, event: Event) -> dict[str, int]:
+    """Where each of an event's digests lies in the log."""
+    if log.format is LogFormat.SHA1:
+        return {"sha1": event.offset + 8}
+    offsets = {}
+    position = event.offset + 12
+    for bank, digest in event.digests.items():
+        offsets[bank] = position + 2
+        position += 2 + len(digest)
+    return offsets
+
+
+def _data_offset(log: EventLog, event: Event) -> int:
+    if log.format is LogFormat.SHA1:
+        return event.offset + 32
+    return event.offset + 12 + sum(2 + len(d) for d in event.digests.values()) + 4
+
+
+def _event_end(log: EventLog, event: Event) -> int:
+    return _data_offset(log, event) + len(event.data)
+
+
+def _with_digests(
+    base: _Base,
+    event: Event,
+    digests: Mapping[str, bytes],
+    *,
+    quote: bool = True,
+    data: bytes | None = None,
+) -> tuple[bytes, PcrValues]:
+    """The log with ``event``'s digests replaced, and the quote that log replays to."""
+    log = bytearray(base.data if data is None else data)
+    for bank, offset in _digest_offsets(base.log, event).items():
+        log[offset : offset + len(digests[bank])] = digests[bank]
+    if not quote:
+        return bytes(log), base.golden
+    changed = replace(event, digests=MappingProxyType(dict(digests)))
+    return bytes(log), _requote(base, changed)
+
+
+def _requote(base: _Base, changed: Event) -> PcrValues:
+    """The golden quote with ``changed.pcr_index`` replayed with ``changed`` swapped in."""
+    pcr = changed.pcr_index
+    replayer = Replayer(base.log.algorithms)
+    for event in base.log.events:
+        if event.pcr_index == pcr:
+            replayer.feed(changed if event.index == changed.index else event)
+    values = replayer.pcrs()
+    return {
+        bank: {**golden, pcr: values[bank][pcr]} if bank in values else golden
+        for bank, golden in base.golden.items()
+    }
