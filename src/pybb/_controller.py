@@ -558,6 +558,21 @@ class Controller:
 
     # -- out-of-band resolution --------------------------------------------------------------
 
+    def refresh(self) -> int:
+        """Take in writes made since the board was last read, and tell observers.
+
+        Writes by other processes (or by observers, through the kernel) are taken in at
+        the start of each cycle; between runs, call this before :meth:`resolve` so the
+        resolution lands on the board as it stands. Observers hear of the resolutions
+        among the writes (``on_resolved``), as they would at a cycle's start.
+
+        Returns:
+            How many writes were taken in.
+        """
+        records = self.blackboard._catch_up()
+        self._tell_resolutions(records)
+        return len(records)
+
     def resolve(
         self,
         key: str,
