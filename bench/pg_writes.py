@@ -7,10 +7,12 @@ of the same shape with no sequence and no lock. The ratio says what the kernel's
 guarantees cost over the floor the server sets.
 
     python bench/pg_writes.py [--url postgresql://postgres@127.0.0.1:5432/test]
-                              [--writes 4000] [--procs 1,2,4,8] [--json out.json]
+                              [--writes 4000] [--procs 1,2,4,8] [--rounds 3] [--json out.json]
 
 Every process is spawned and connected before a shared start time, so start-up is not
-timed; the figure is total writes / (last finish - start).
+timed; a figure is total writes / (last finish - start). Kernel and raw runs alternate,
+``--rounds`` times each, and the table shows medians, so a machine busy with other work
+skews both sides alike.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import statistics
 import time
 import uuid
 from typing import Any
@@ -108,8 +111,26 @@ def _check_gap_free(url: str, total: int) -> None:
         raise SystemExit(f"the kernel's log is not exactly 1..{total}")
 
 
-def run(server: str, writes: int, procs: int) -> dict[str, Any]:
-    """One row of the table: kernel and raw writes/s with ``procs`` processes."""
+def run(server: str, writes: int, procs: int, rounds: int) -> dict[str, Any]:
+    """One row of the table: median kernel and raw writes/s with ``procs`` processes."""
+    kernel, raw = [], []
+    for _ in range(rounds):
+        k, r = _round(server, writes, procs)
+        kernel.append(k)
+        raw.append(r)
+    row: dict[str, Any] = {
+        "processes": procs,
+        "writes": writes // procs * procs,
+        "kernel_per_s": statistics.median(kernel),
+        "raw_per_s": statistics.median(raw),
+        "kernel_rounds": kernel,
+        "raw_rounds": raw,
+    }
+    row["ratio"] = row["kernel_per_s"] / row["raw_per_s"]
+    return row
+
+
+def _round(server: str, writes: int, procs: int) -> tuple[float, float]:
     ctx = mp.get_context("spawn")
     per = writes // procs
     schema = _fresh_schema(server)
@@ -122,14 +143,7 @@ def run(server: str, writes: int, procs: int) -> dict[str, Any]:
         raw = _timed(ctx, _raw_writer, lambda p: (server, schema, f"w{p}", per), procs, lead)
     finally:
         _drop_schema(server, schema)
-    row = {
-        "processes": procs,
-        "writes": per * procs,
-        "kernel_per_s": per * procs / kernel,
-        "raw_per_s": per * procs / raw,
-    }
-    row["ratio"] = row["kernel_per_s"] / row["raw_per_s"]
-    return row
+    return per * procs / kernel, per * procs / raw
 
 
 def main() -> None:
@@ -137,6 +151,7 @@ def main() -> None:
     parser.add_argument("--url", default=os.environ.get("PYBB_PG_URL", _DEFAULT_URL))
     parser.add_argument("--writes", type=int, default=4000, help="total writes per run")
     parser.add_argument("--procs", default="1,2,4,8")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per side; medians shown")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     with psycopg.connect(args.url, autocommit=True) as conn:
@@ -150,7 +165,7 @@ def main() -> None:
     print(f"{'processes':>9} {'kernel/s':>10} {'raw/s':>10} {'ratio':>7}")
     rows = []
     for procs in (int(p) for p in args.procs.split(",")):
-        row = run(args.url, args.writes, procs)
+        row = run(args.url, args.writes, procs, args.rounds)
         rows.append(row)
         print(
             f"{row['processes']:>9} {row['kernel_per_s']:>10.0f} {row['raw_per_s']:>10.0f}"

@@ -124,11 +124,7 @@ class PostgresStore(Store):
         pool: ConnectionPool[Conn] = ConnectionPool(
             self._target.conninfo,
             connection_class=connection_class or psycopg.Connection,
-            # No server-side prepared statements: psycopg counts a statement as prepared
-            # even when an earlier error in the same pipeline made the server skip its
-            # PREPARE (then "prepared statement _pg3_N does not exist" on the next use),
-            # and PgBouncer in transaction mode cannot keep them either.
-            kwargs={"autocommit": True, "prepare_threshold": None},
+            kwargs={"autocommit": True},
             min_size=min_size,
             max_size=max_size,
             open=False,
@@ -175,10 +171,13 @@ class PostgresStore(Store):
                     result = work(conn)
                     committing = True
                     conn.execute("COMMIT")
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
                 if committing and conn.closed and xid_of is not None:
                     raise _InDoubtError(xid_of(result), result, exc) from exc
-                _rollback(conn)
+                # After an error the server skips the rest of the pipeline, PREPAREs
+                # included, which psycopg may already count as done ("prepared statement
+                # _pg3_N does not exist" on the next use): start afresh on a new session.
+                conn.close()
                 raise
             except BaseException:
                 _rollback(conn)
