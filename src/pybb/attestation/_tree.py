@@ -32,11 +32,13 @@ from typing import Any
 
 from blackboard import (
     Accept,
+    AdmissionRule,
     BoardReader,
     Conflict,
     Premise,
     ProposedPremiseWrite,
     ProposedWrite,
+    Region,
     Reject,
     Written,
 )
@@ -231,6 +233,16 @@ def _admission(proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
     return Accept()
 
 
+def _both(rule: AdmissionRule) -> AdmissionRule:
+    """The attestation's admission rule, then ``rule``."""
+
+    def both(proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
+        verdict = _admission(proposed, reader)
+        return verdict if isinstance(verdict, Reject) else rule(proposed, reader)
+
+    return both
+
+
 def _allowlist_problem(value: Any) -> str | None:
     if not isinstance(value, dict):
         return "must be an object of class name to {pcr: [hex digest, ...]}"
@@ -318,6 +330,10 @@ class Attestation:
         observers: Told of escalations (with their tier reports), cycles and halts.
         chunk_size: Devices written per controller run (default: about 1 % of the fleet,
             10 to 250); each chunk is one transaction of entries and then its cycles.
+        regions: More regions to declare on the board (e.g. the human loop's, see
+            ``pybb.supervision``), with their opening ``premises``.
+        premises: The opening values of the premises among ``regions``.
+        admission_rule: Another admission rule, asked after the attestation's own.
 
     Attributes:
         fleet: The fleet.
@@ -338,6 +354,9 @@ class Attestation:
         board_id: str | None = None,
         observers: Iterable[ControllerObserver] = (),
         chunk_size: int | None = None,
+        regions: Iterable[Region] = (),
+        premises: Mapping[str, Any] | None = None,
+        admission_rule: AdmissionRule | None = None,
     ) -> None:
         self.fleet = fleet
         self.board_id = board_id or f"attest-{fleet.name}"
@@ -348,9 +367,9 @@ class Attestation:
             store,
             self.board_id,
             writer="attestation",
-            admission_rule=_admission,
-            regions=[Premise(ALLOWLIST), Premise(FLEET)],
-            premises={ALLOWLIST: fleet.allowlist(), FLEET: identity},
+            admission_rule=_admission if admission_rule is None else _both(admission_rule),
+            regions=[Premise(ALLOWLIST), Premise(FLEET), *regions],
+            premises={ALLOWLIST: fleet.allowlist(), FLEET: identity, **(premises or {})},
         )
         try:
             self._check_fleet(identity)
