@@ -88,11 +88,31 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--chunk", type=int, help="devices per controller run (default ~1 %%)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--inbox",
+        action="store_true",
+        help="also serve the run's inbox on 127.0.0.1 and apply answers until Ctrl-C "
+        "(escalations go through the buddhi supervisor; needs mrpybb[inbox])",
+    )
+    parser.add_argument(
+        "--inbox-port", type=int, default=8765, help="the inbox's port (default 8765; 0: any)"
+    )
+    parser.add_argument(
+        "--inbox-human",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="print an inbox token for this person (repeatable; default: operator)",
+    )
     parser.set_defaults(handler=run_attest)
 
 
 def run_attest(args: argparse.Namespace) -> int:
     """Run ``pybb attest``; return its exit status."""
+    if getattr(args, "inbox", False):
+        from pybb.supervision._attest_command import run_attest_inbox
+
+        return run_attest_inbox(args)
     console = Console(highlight=False)
     errors = Console(stderr=True, highlight=False)
     try:
@@ -116,7 +136,11 @@ def run_attest(args: argparse.Namespace) -> int:
         seconds = time.perf_counter() - started
     _print(console, report, args.examples)
     data = {"store": args.store, "board_id": attestation.board_id, **report.to_json()}
-    args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    try:
+        args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        errors.print(f"pybb attest: cannot write the report {args.report}: {exc}", markup=False)
+        return 2
     rate = len(fleet.devices) / seconds if seconds > 0 else 0.0
     console.print(
         f"{len(fleet.devices)} devices in {seconds:.1f} s ({rate:,.0f}/s); "
