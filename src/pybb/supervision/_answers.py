@@ -25,8 +25,9 @@ class AnswerWatcher:
     it: written by ``human:<name>`` in their own name, to an open ask, naming one of
     its options; the store admits one per ask. For each answered ask this wiring
     posted and has not yet applied, :meth:`apply` resolves the entry out of band with
-    ``Controller.resolve(key, option, by=answer.by, at=answer.at)`` under the
-    idempotency key ``answer/<ask id>``, runs the application's effect, and records
+    ``Controller.resolve(key, option, by=answer.by, at=answer.at)`` (and the effect's
+    new measurement, if any) under the idempotency key ``answer/<ask id>``, runs the
+    application's effect, and records
     ``applied:<ask id>`` on the ``supervision`` level. An answer given while no
     controller ran is applied at the next :meth:`apply`; one applied before a crash
     is recognised by its resolution (same decision, person and time) and not resolved
@@ -109,6 +110,7 @@ class AnswerWatcher:
             answer.option,
             by=answer.by,
             at=answer.at,
+            measurement=self.effect.measurement(answer, escalation),
             idempotency_key=f"answer/{answer.ask_id}",
         )
 

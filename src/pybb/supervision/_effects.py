@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any
 
 from pybb import Controller, Escalation
 from pybb.human import Answer
@@ -10,24 +10,29 @@ from pybb.human import Answer
 __all__ = ["DecisionEffect", "NoEffect"]
 
 
-class DecisionEffect(Protocol):
-    """Makes a person's decision take effect (e.g. an accepted digest joins an allowlist).
+class DecisionEffect:
+    """Makes a person's decision take effect; subclass it and override the hooks you need.
 
-    Called after the answer's resolution of the entry is durable on the board, once per
-    answer in the normal course. After a crash between the effect and the wiring's
-    record that it ran, it is called again for the same answer, so it must be
-    idempotent: applying a decision twice leaves the board as applying it once does
-    (adding a digest to a set is; appending to a list is not). Raising leaves the
-    answer unapplied-for-effect, and it is retried at the next poll.
+    For each answer, the wiring asks :meth:`measurement` for the entry's new
+    measurement, resolves the entry with it (``Controller.resolve``, evaluated at
+    once), then calls :meth:`apply` and records the answer as applied. In the normal
+    course each hook runs once per answer; after a crash between :meth:`apply` and that
+    record, :meth:`apply` runs again for the same answer, so it must be idempotent
+    (adding a digest to a set is; appending to a list is not). An exception from a
+    hook leaves the answer to be applied again at the next poll.
     """
 
+    def measurement(self, answer: Answer, escalation: Escalation) -> Any:
+        """The entry's measurement once ``answer`` is applied, or ``None`` to keep it."""
+        return None
+
     def apply(self, answer: Answer, escalation: Escalation, controller: Controller) -> None:
-        """Make ``answer`` (``answer.option`` is the decision) take effect for the entry."""
-        ...
+        """Make ``answer`` (``answer.option`` is the decision) take effect beyond its entry.
+
+        The entry is already resolved. An effect that writes through the kernel and
+        then resolves other entries calls ``controller.refresh()`` first.
+        """
 
 
-class NoEffect:
+class NoEffect(DecisionEffect):
     """The effect of an application whose decisions only resolve their entries."""
-
-    def apply(self, answer: Answer, escalation: Escalation, controller: Controller) -> None:
-        """Do nothing: resolving the entry was all."""

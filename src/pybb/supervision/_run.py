@@ -36,7 +36,8 @@ class SupervisedRun:
     writes to the board from its own process or thread.
 
     Args:
-        controller: The run's controller; the supervisor is added to its observers.
+        controller: The run's controller; the supervisor is bound to it (added to its
+            observers).
         supervisor: The supervisor, on the controller's blackboard.
         watcher: Applies answers (default: one with the supervisor's settings' effect).
         owns_board: Close the blackboard on :meth:`close` (as :meth:`open` does).
@@ -63,7 +64,7 @@ class SupervisedRun:
         self.watcher = watcher or AnswerWatcher(controller, effect=supervisor.settings.effect)
         self._owns_board = owns_board
         self._swept = False
-        controller.add_observer(supervisor)
+        supervisor.bind(controller)
 
     @classmethod
     def open(
@@ -130,6 +131,7 @@ class SupervisedRun:
             self._swept = True
             self.supervisor.sweep()
         self.supervisor.flush()
+        self.controller.refresh()  # take in what the supervisor wrote, for the next writer
         return summary
 
     def poll(self) -> RunSummary:
@@ -137,6 +139,7 @@ class SupervisedRun:
         self.watcher.apply()
         summary = self.controller.run()
         self.supervisor.flush()
+        self.controller.refresh()
         return summary
 
     def open_asks(self) -> tuple[Ask, ...]:

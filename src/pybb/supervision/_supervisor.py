@@ -23,7 +23,15 @@ from buddhi import (
     evaluate_item,
 )
 from buddhi.board import BoardStore
-from pybb import Blackboard, ControllerObserver, CycleReport, Escalation, Resolution, RunSummary
+from pybb import (
+    Blackboard,
+    Controller,
+    ControllerObserver,
+    CycleReport,
+    Escalation,
+    Resolution,
+    RunSummary,
+)
 from pybb.human import ESCALATION_WRITER, Ask, AskStatus, ask_state, close_ask, open_asks
 from pybb.supervision._board import check_regions
 from pybb.supervision._budget import (
@@ -67,9 +75,10 @@ class Supervisor(ControllerObserver):
     the board before anyone answered is closed (reason ``resolved_oob: ...``) and a
     ``closed:<escalation id>`` record says ``RESOLVED_OOB``.
 
-    Add it to the controller's observers (``pybb.supervision.SupervisedRun`` does).
+    Bind it to the controller (:meth:`bind`; ``pybb.supervision.SupervisedRun`` does).
     Its hooks write through the kernel after the controller's commits; the controller
-    takes those writes in at its next cycle (``Controller.refresh`` between runs).
+    takes those writes in at its next cycle, and a bound supervisor has it take them in
+    when a run halts.
 
     Args:
         blackboard: The run's blackboard, declaring ``SUPERVISION_REGIONS`` (see
@@ -115,6 +124,24 @@ class Supervisor(ControllerObserver):
         )
         self._retry: dict[str, Escalation] = {}
         self._resolved = False
+        self._controller: Controller | None = None
+
+    def bind(self, controller: Controller) -> None:
+        """Observe ``controller`` (its blackboard must be this supervisor's).
+
+        A bound supervisor leaves the controller's view of the board current when a run
+        halts (``Controller.refresh``), so the application can write entries next.
+
+        Raises:
+            SupervisionError: The controller works on another blackboard.
+        """
+        if controller.blackboard is not self.blackboard:
+            raise SupervisionError(
+                "the controller works on another blackboard than the supervisor's; build "
+                "both on one blackboard"
+            )
+        self._controller = controller
+        controller.add_observer(self)
 
     def _budget_store(self, store: buddhi.Store | None) -> tuple[buddhi.Store, AdmissionLedger]:
         if store is None:
@@ -149,8 +176,10 @@ class Supervisor(ControllerObserver):
         self.flush()
 
     def on_halted(self, summary: RunSummary) -> None:
-        """Retry what failed and close the asks of resolved entries."""
+        """Retry what failed, close resolved entries' asks, take in what was written."""
         self.flush()
+        if self._controller is not None:
+            self._controller.refresh()
 
     # -- supervising ------------------------------------------------------------------
 

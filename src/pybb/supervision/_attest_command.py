@@ -1,0 +1,176 @@
+"""``pybb attest --inbox``: attest a fleet and serve its inbox in one command.
+
+The inbox is served by uvicorn in a thread of this process, on its own connection to
+the same store (``pybb.inbox.attach_run``); the fleet runs in the main thread with its
+escalations supervised as they happen, and answers given while it runs take effect on
+the devices attested after them. Once the fleet is done the command keeps serving and
+applying answers until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from blackboard import BlackboardError, Model
+from pybb.attestation import FleetReport
+from pybb.attestation._command import _fleet, _print
+from pybb.errors import PybbError
+from pybb.supervision.attestation import SupervisedAttestation
+
+__all__ = ["run_attest_inbox"]
+
+_DEFAULT_HUMAN = "operator"
+_HOST = "127.0.0.1"
+
+
+def run_attest_inbox(args: argparse.Namespace) -> int:
+    """Run ``pybb attest --inbox``; return its exit status."""
+    console = Console(highlight=False)
+    errors = Console(stderr=True, highlight=False)
+    try:
+        import uvicorn  # noqa: F401 - checked here so a missing extra fails early
+
+        from pybb.inbox import create_app  # noqa: F401
+    except ImportError as exc:
+        errors.print(f"pybb attest --inbox: {exc}; pip install 'mrpybb[inbox]'", markup=False)
+        return 2
+    if not isinstance(args.store, str) or not args.store.startswith(("sqlite:", "postgresql")):
+        errors.print(
+            "pybb attest --inbox: --store must be a SQLite or PostgreSQL URL", markup=False
+        )
+        return 2
+    try:
+        session = SupervisedAttestation(
+            _fleet(args), store=args.store, board_id=args.board_id, chunk_size=args.chunk
+        )
+    except (PybbError, BlackboardError, ValueError, OSError) as exc:
+        errors.print(f"pybb attest: {exc}", markup=False)
+        return 2
+    with session:
+        return _serve(args, session, console, errors)
+
+
+def _serve(
+    args: argparse.Namespace, session: SupervisedAttestation, console: Console, errors: Console
+) -> int:
+    from pybb.inbox import attach_run
+
+    model = attach_run(args.store, session.board_id)
+    try:
+        with _inbox(model, args, console) as url:
+            fleet = session.attestation.fleet
+            console.print(
+                f"attesting fleet [bold]{fleet.name}[/]: {len(fleet.devices)} devices; "
+                f"board {session.board_id!r} in {args.store}; inbox at {url}"
+            )
+            report = _attest(session, errors, args.no_progress)
+            _print(console, report, args.examples)
+            _write(args, session, report)
+            console.print(
+                f"{len(session.run.open_asks())} ask(s) open; answer them at {url} "
+                "(answers are applied as they come); Ctrl-C to stop"
+            )
+            _until_interrupted(session)
+    finally:
+        model.close()
+    applied = session.run.applied()
+    _write(args, session, session.attestation.report())
+    console.print(f"stopped; {len(applied)} answer(s) applied; report written to {args.report}")
+    return 0
+
+
+def _attest(session: SupervisedAttestation, errors: Console, quiet: bool) -> FleetReport:
+    if quiet or not errors.is_terminal:
+        return session.attest()
+    columns = (TextColumn("attesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=errors) as progress:
+        task = progress.add_task("attest", total=len(session.attestation.fleet.devices))
+        return session.attest(lambda done, total: progress.update(task, completed=done))
+
+
+def _until_interrupted(session: SupervisedAttestation) -> None:
+    """Apply answers as they arrive until SIGINT or SIGTERM (handled between polls)."""
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        session.run.serve(stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _write(args: argparse.Namespace, session: SupervisedAttestation, report: FleetReport) -> None:
+    data = {"store": args.store, "board_id": session.board_id, **report.to_json()}
+    args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+@contextmanager
+def _inbox(model: Model, args: argparse.Namespace, console: Console) -> Iterator[str]:
+    """Serve the inbox in a thread; print its URL and one token per person; stop after."""
+    import uvicorn
+
+    from pybb.inbox import InboxSettings, TokenTable, create_app
+    from pybb.inbox._logs import redact_access_log
+
+    tokens = TokenTable()
+    for human in args.inbox_human or [_DEFAULT_HUMAN]:
+        token = tokens.issue(human)
+        console.print(f"  token for human:{human.removeprefix('human:')}: {token}", markup=False)
+    sock = _bind(args.inbox_port)
+    url = f"http://{_HOST}:{sock.getsockname()[1]}/"
+    app = create_app(model, tokens, settings=InboxSettings())
+    redact_access_log()
+    server = uvicorn.Server(_config(uvicorn, app))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        _wait(lambda: bool(server.started) or not thread.is_alive())
+        console.print(f"pybb inbox for run {model.board_id!r}: {url}")
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((_HOST, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _config(uvicorn: Any, app: Any) -> Any:
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=3,
+        lifespan="on",
+    )
+
+
+def _wait(ready: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.01)

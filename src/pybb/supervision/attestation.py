@@ -1,0 +1,379 @@
+"""Supervising an attestation run: its policy pack, its asks, and what an answer does.
+
+* :class:`AttestationPack`, buddhi's policy pack for escalated devices: the ask is the
+  tier report's title, its options the report's (``accept-digest`` "Accept the new
+  digest into the allowlist", ``quarantine`` "Quarantine the device", ``remeasure``
+  "Re-measure the device"; the recommendation starred), and its confidence that a
+  person is needed depends on why the device was escalated.
+* :func:`compose_attestation_ask`: the board ask, with the report as readable text.
+* :class:`AttestationEffect`: answering ``accept-digest`` extends the class allowlist
+  on the board (``pybb.attestation.accept_digest``); the device is resolved with its
+  repaired measurement, and every other escalated device that the extended allowlist
+  now explains is resolved with it too (its ask is then closed as ``RESOLVED_OOB``),
+  while devices attested afterwards are repaired by the attribution tier itself.
+* :class:`SupervisedAttestation`: an :class:`~pybb.attestation.Attestation` whose board
+  also holds the human loop, with its :class:`~pybb.supervision.SupervisedRun`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from blackboard.stores import Store
+from buddhi import (
+    Ask,
+    AskOption,
+    BudgetTree,
+    ConvergencePolicy,
+    EffortScale,
+    ExclusionCause,
+    GraduatedBar,
+    Item,
+    Spend,
+)
+from buddhi.reference import DEFAULT_CAUSES, DEFAULT_EFFORTS
+from pybb import Controller, Escalation
+from pybb.attestation import (
+    Attestation,
+    Fleet,
+    FleetReport,
+    Reason,
+    TierReport,
+    accept_digest,
+    read_allowlist,
+)
+from pybb.human import Answer, answer_rule, compose_rules
+from pybb.human import Ask as BoardAsk
+from pybb.supervision._board import SUPERVISION_PREMISES, SUPERVISION_REGIONS, supervision_rule
+from pybb.supervision._effects import DecisionEffect
+from pybb.supervision._run import SupervisedRun
+from pybb.supervision._settings import SupervisionSettings
+from pybb.supervision._supervisor import Supervisor
+from pybb.supervision._transport import AskContext, compose_ask
+
+__all__ = [
+    "ACCEPT",
+    "CONFIDENCE",
+    "DEFAULT_ASKS",
+    "QUARANTINE",
+    "REMEASURE",
+    "AttestationEffect",
+    "AttestationPack",
+    "SupervisedAttestation",
+    "attestation_settings",
+    "compose_attestation_ask",
+]
+
+ACCEPT = "accept-digest"
+"""The option id of "Accept the new digest into the allowlist"."""
+QUARANTINE = "quarantine"
+"""The option id of "Quarantine the device"."""
+REMEASURE = "remeasure"
+"""The option id of "Re-measure the device"."""
+
+DEFAULT_ASKS = 20
+"""The default budget of an attestation run: twenty asks."""
+
+CONFIDENCE: Mapping[str, float] = MappingProxyType(
+    {
+        Reason.DENIED_COMPONENT.value: 0.95,
+        Reason.TAMPERED_COMPONENT.value: 0.9,
+        Reason.LOG_QUOTE_MISMATCH.value: 0.85,
+        Reason.SECURE_BOOT_OFF.value: 0.8,
+        Reason.MISSING_QUOTE.value: 0.7,
+        Reason.CORRUPT_LOG.value: 0.65,
+        Reason.BAD_EVIDENCE.value: 0.6,
+        Reason.TIER_ERROR.value: 0.5,
+    }
+)
+"""How sure the pack is that a person is needed, by the reason a device was escalated:
+a component nobody allowed needs a person most; a corrupt log mostly needs a re-measure."""
+
+_FALLBACK = (
+    {"id": QUARANTINE, "label": "Quarantine the device", "recommended": True, "detail": ""},
+    {"id": REMEASURE, "label": "Re-measure the device", "recommended": False, "detail": ""},
+)
+
+
+def _causes() -> Mapping[str, ExclusionCause]:
+    return MappingProxyType({cause.name: cause for cause in DEFAULT_CAUSES})
+
+
+@dataclass(frozen=True)
+class AttestationPack:
+    """buddhi's policy pack for escalated devices (see the module docstring).
+
+    Attributes:
+        confidence_threshold: Escalated devices carry no automation confidence, so
+            every one is a question for a person unless this is lowered to 0.
+        efforts: The effort scale (the reference one).
+        iteration_budget: The iteration budget (the reference one).
+        convergence: The stop detector (tiers report no scores: never converges).
+        bar: The graduated bar: as the budget fills, only surer asks interrupt.
+        exclusion_causes: The exclusion taxonomy (the reference one).
+        confidence: The escalation confidence by reason.
+    """
+
+    confidence_threshold: float = 0.9
+    efforts: EffortScale = DEFAULT_EFFORTS
+    iteration_budget: int = 8
+    convergence: ConvergencePolicy = field(default_factory=ConvergencePolicy)
+    bar: GraduatedBar = field(default_factory=lambda: GraduatedBar(floor=0.3, rise=0.75))
+    exclusion_causes: Mapping[str, ExclusionCause] = field(default_factory=_causes)
+    confidence: Mapping[str, float] = field(default_factory=lambda: CONFIDENCE)
+
+    def detect_trigger(self, item: Item) -> str | None:
+        """Flag the item with the reason its device was escalated."""
+        reason = _report(item).get("reason")
+        return f"reason:{reason}" if isinstance(reason, str) else None
+
+    def worth_acting(self, item: Item) -> bool:
+        """Every escalated device is worth a decision."""
+        return True
+
+    def build_ask(self, item: Item, spend: Spend) -> Ask:
+        """The tier report's title, its options (one starred), a confidence by reason."""
+        report = _report(item)
+        escalation: Escalation = item.payload  # type: ignore[assignment]
+        title = report.get("title") or f"Device {escalation.key} was escalated"
+        options = tuple(
+            AskOption(o["label"], o.get("detail", ""), bool(o.get("recommended")))
+            for o in _options(report)
+        )
+        confidence = self.confidence.get(str(report.get("reason")), 0.5)
+        return Ask(item.id, f"{title}. What should be done?", options, confidence)
+
+
+def compose_attestation_ask(context: AskContext) -> BoardAsk:
+    """The board ask of an escalated device: report options' ids, the report as text."""
+    tier = context.escalation.report.tier_report
+    report = tier if isinstance(tier, Mapping) else {}
+    ids = {o["label"]: o["id"] for o in _options(report)}
+    ask = compose_ask(context, option_ids=ids)
+    device = report.get("device") or context.escalation.key
+    subject = f"{device} ({report['class']})" if report.get("class") else str(device)
+    text = _text(report) or ask.report
+    return dataclasses.replace(ask, subject=subject[:500], report=text[:65_536])
+
+
+class AttestationEffect(DecisionEffect):
+    """What an attestation decision does: ``accept-digest`` extends the allowlist.
+
+    The answered device is resolved with its repaired measurement (every failing PCR
+    explained by an accepted digest now has reference = quote), and every other
+    escalated device the extended allowlist explains is resolved the same way, by the
+    same person, under the decision ``accept-digest``. ``quarantine`` and
+    ``remeasure`` are recorded by the resolution; acting on them is the operator's.
+    Idempotent: accepting a digest already allowed and resolving a device already
+    resolved change nothing.
+    """
+
+    def measurement(self, answer: Answer, escalation: Escalation) -> Any:
+        """The repaired measurement when the digests are accepted, else ``None``."""
+        if answer.option != ACCEPT:
+            return None
+        report = _report_of(escalation)
+        accepted = {(c["pcr"], c["digest"]) for c in report.get("allowlist_candidates", ())}
+        return _repaired(escalation, report, accepted)
+
+    def apply(self, answer: Answer, escalation: Escalation, controller: Controller) -> None:
+        """Extend the class allowlist, then settle the other devices it now explains."""
+        if answer.option != ACCEPT:
+            return
+        board = controller.blackboard
+        for candidate in _report_of(escalation).get("allowlist_candidates", ()):
+            accept_digest(
+                board, candidate["class"], candidate["pcr"], candidate["digest"], by=answer.by
+            )
+        controller.refresh()
+        allowlist = read_allowlist(board)
+        for key in list(board.escalate):
+            other = board.get_escalation(key)
+            if other is None or key == escalation.key or board.get_resolution(key):
+                continue
+            measurement = _explained(other, allowlist)
+            if measurement is not None:
+                controller.resolve(
+                    key,
+                    ACCEPT,
+                    by=answer.by,
+                    at=answer.at,
+                    measurement=measurement,
+                    idempotency_key=f"accepted/{answer.ask_id}/{key}"[:256],
+                )
+
+
+def attestation_settings(
+    asks: int = DEFAULT_ASKS, *, max_open_asks: int | None = None
+) -> SupervisionSettings:
+    """The supervision of an attestation run: its pack, composer and effect, a budget.
+
+    Args:
+        asks: The budget: how many asks the run may make (one pool, ``fleet``).
+        max_open_asks: The most asks open at once (``None``: no cap).
+    """
+    return SupervisionSettings(
+        policy=AttestationPack(),
+        budget=BudgetTree.single_pool(asks, name="fleet"),
+        max_open_asks=max_open_asks,
+        compose=compose_attestation_ask,
+        effect=AttestationEffect(),
+    )
+
+
+class SupervisedAttestation:
+    """An attestation run whose escalations are supervised and asked in the inbox.
+
+    Args:
+        fleet: What to attest.
+        store: The store; a URL (e.g. ``"sqlite:///pybb-attest.db"``) lets the inbox
+            serve the same run from its own connection.
+        board_id: The board (default ``attest-<fleet name>``).
+        settings: The supervision (default :func:`attestation_settings`).
+        chunk_size: Devices per controller run (see ``Attestation``).
+
+    Attributes:
+        attestation: The attestation (its board declares the human loop too).
+        run: The supervised run on its controller.
+    """
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        store: str | Store | None = None,
+        board_id: str | None = None,
+        settings: SupervisionSettings | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
+        self.attestation = Attestation(
+            fleet,
+            store=store,
+            board_id=board_id,
+            chunk_size=chunk_size,
+            regions=SUPERVISION_REGIONS,
+            premises=SUPERVISION_PREMISES,
+            admission_rule=compose_rules(answer_rule, supervision_rule),
+        )
+        try:
+            board = self.attestation.blackboard
+            supervisor = Supervisor(board, settings or attestation_settings())
+            board.refresh()  # the budget was installed through the kernel
+            self.run = SupervisedRun(self.attestation.controller, supervisor)
+        except BaseException:
+            self.attestation.close()
+            raise
+
+    @property
+    def board_id(self) -> str:
+        """The run's board."""
+        return self.attestation.board_id
+
+    def attest(self, progress: Callable[[int, int], None] | None = None) -> FleetReport:
+        """Attest the fleet; return its report.
+
+        Escalations are supervised as they happen, and after each chunk of devices the
+        answers given so far are applied, so an accepted digest already counts for the
+        devices attested after it.
+        """
+
+        def chunk_done(done: int, total: int) -> None:
+            self.run.poll()
+            if progress is not None:
+                progress(done, total)
+
+        self.run.run()
+        self.attestation.run(chunk_done)
+        self.run.run()
+        return self.attestation.report()
+
+    def close(self) -> None:
+        """Close the supervisor and the attestation's board."""
+        self.run.close()
+        self.attestation.close()
+
+    def __enter__(self) -> SupervisedAttestation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- reading reports and repairing measurements -------------------------------------------------
+
+
+def _report(item: Item) -> Mapping[str, Any]:
+    payload = item.payload
+    return _report_of(payload) if isinstance(payload, Escalation) else {}
+
+
+def _report_of(escalation: Escalation) -> Mapping[str, Any]:
+    tier = escalation.report.tier_report
+    return tier if isinstance(tier, Mapping) else {}
+
+
+def _options(report: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    options = report.get("options")
+    if isinstance(options, list) and 2 <= len(options) <= 4:
+        return tuple(o for o in options if isinstance(o, Mapping))
+    return _FALLBACK
+
+
+def _text(report: Mapping[str, Any]) -> str | None:
+    try:
+        return TierReport.from_json(report).text()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _explained(
+    escalation: Escalation, allowlist: Mapping[str, Mapping[int, frozenset[bytes]]]
+) -> Any:
+    """The repaired measurement of a device the allowlist now explains, else ``None``."""
+    report = _report_of(escalation)
+    if report.get("reason") != Reason.TAMPERED_COMPONENT.value:
+        return None
+    allowed = allowlist.get(str(report.get("class")), {})
+    unexplained = [f for f in report.get("findings", ()) if f.get("reason") != "sanctioned_update"]
+    accepted = set()
+    for finding in unexplained:
+        pcr, found = finding.get("pcr"), finding.get("found")
+        if finding.get("reason") != Reason.TAMPERED_COMPONENT.value or pcr is None or not found:
+            return None
+        if bytes.fromhex(found) not in allowed.get(pcr, frozenset()):
+            return None
+        accepted.add((pcr, found))
+    return _repaired(escalation, report, accepted) if accepted else None
+
+
+def _repaired(
+    escalation: Escalation, report: Mapping[str, Any], accepted: set[tuple[int, str]]
+) -> Any:
+    """The measurement with the failing PCRs ``accepted`` explains repaired (or ``None``)."""
+    measurement = escalation.report.measurement
+    if not isinstance(measurement, dict) or not accepted:
+        return None
+    pcrs = {pcr for pcr, _ in accepted}
+    repaired = dict(measurement)
+    for component, value in measurement.items():
+        if not isinstance(value, dict) or value.get("quote") == value.get("reference"):
+            continue
+        pcr = _pcr(component)
+        if pcr not in pcrs or value.get("quote") is None:
+            return None
+        sanctioned = [
+            {**f, "reason": Reason.SANCTIONED_UPDATE.value}
+            for f in report.get("findings", ())
+            if f.get("pcr") == pcr
+        ]
+        repaired[component] = {**value, "reference": value["quote"], "sanctioned": sanctioned}
+    return repaired
+
+
+def _pcr(component: str) -> int | None:
+    digits = component.removeprefix("pcr")
+    return int(digits) if component.startswith("pcr") and digits.isdigit() else None
