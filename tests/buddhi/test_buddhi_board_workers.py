@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import queue
 import signal
 import sys
 import time
 import traceback
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from blackboard.stores import Store as BoardBackend
@@ -196,55 +197,83 @@ def _serve(barrier: Any, commands: Any, answers: Any) -> None:
         except BaseException as exc:
             answer = (slot, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         if slot is not None:  # a spare's warm-up answers nobody
-            answers.put(answer)
+            answers.send(answer)
+
+
+@dataclass
+class _Worker:
+    """One process: its command queue, the parent's end of its answer pipe, the process.
+
+    Answers go over a pipe of the worker's own, written synchronously: a worker killed
+    at any moment can break only its own pipe, never a lock other workers share (as the
+    feeder thread of a shared ``multiprocessing.Queue`` would hold one).
+    """
+
+    commands: Any
+    answers: Connection
+    proc: Any
+
+    def stop(self) -> None:
+        self.commands.put(None)
+
+    def close(self) -> None:
+        self.commands.close()
+        self.answers.close()
 
 
 class Pool:
     """``count`` spawned workers sharing one barrier of ``count`` parties.
 
-    One spare process waits, already started, to take the slot of a worker that killed
-    itself, so a SIGKILL trial does not wait for a process to spawn and import.
+    A spare process, started ahead, takes the slot of a worker that killed itself, so
+    a SIGKILL trial does not wait for a process to spawn and import.
     """
 
     def __init__(self, count: int) -> None:
         self._ctx = mp.get_context("spawn")
         self.barrier = self._ctx.Barrier(count)
-        self._answers = self._ctx.Queue()
         self._warm_args: tuple[Any, ...] = ()
         self._workers = [self._spawn() for _ in range(count)]
-        self._spare: tuple[Any, Any] | None = None
+        self._spare: _Worker | None = None
 
     @property
     def size(self) -> int:
         return len(self._workers)
 
-    def _spawn(self) -> tuple[Any, Any]:
+    def _spawn(self) -> _Worker:
         commands = self._ctx.Queue()
-        proc = self._ctx.Process(
-            target=_serve, args=(self.barrier, commands, self._answers), daemon=True
-        )
+        mine, theirs = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(target=_serve, args=(self.barrier, commands, theirs), daemon=True)
         proc.start()
+        theirs.close()  # the child holds its own copy; EOF here once it dies
         if self._warm_args:
             commands.put((None, "warm", self._warm_args))
-        return commands, proc
+        return _Worker(commands, mine, proc)
 
     def send(self, slot: int, name: str, *args: Any) -> None:
-        self._workers[slot][0].put((slot, name, args))
+        self._workers[slot].commands.put((slot, name, args))
 
     def gather(self, slots: list[int], timeout: float = 300.0) -> dict[int, Any]:
-        """The answers of ``slots``; raises if one failed or did not answer in time."""
+        """The answers of ``slots``; raises if one failed, died, or did not answer in time."""
         results: dict[int, Any] = {}
         deadline = time.monotonic() + timeout
         while len(results) < len(slots):
-            try:
-                slot, ok, value = self._answers.get(timeout=max(deadline - time.monotonic(), 0))
-            except queue.Empty:
-                missing = set(slots) - set(results)
-                raise TimeoutError(f"workers {missing} did not answer") from None
-            if not ok:
-                raise RuntimeError(f"worker {slot} failed: {value}")
-            results[slot] = value
+            pending = {self._workers[s].answers: s for s in slots if s not in results}
+            ready = wait(list(pending), timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError(f"workers {sorted(pending.values())} did not answer")
+            for conn in ready:
+                results[pending[conn]] = self._receive(pending[conn], conn)
         return results
+
+    def _receive(self, slot: int, conn: Any) -> Any:
+        try:
+            answered, ok, value = conn.recv()
+        except EOFError:
+            code = self._workers[slot].proc.exitcode
+            raise RuntimeError(f"worker {slot} died (exit code {code}) before answering") from None
+        if not ok:
+            raise RuntimeError(f"worker {answered} failed: {value}")
+        return value
 
     def call_all(self, name: str, *args: Any) -> list[Any]:
         for slot in range(self.size):
@@ -253,10 +282,7 @@ class Pool:
         return [answers[slot] for slot in range(self.size)]
 
     def prepare_spare(self, *warm_args: Any) -> None:
-        """Start a spare now, so that it is ready when a worker dies.
-
-        With ``warm_args`` (a URL), the spare and each later one runs ``warm`` at once.
-        """
+        """Start a spare now; with ``warm_args`` (a URL) each spare runs ``warm`` at once."""
         self._warm_args = warm_args
         if self._spare is None:
             self._spare = self._spawn()
@@ -265,37 +291,34 @@ class Pool:
         """Stop the spare (it may hold a store of a finished test) and warm no more."""
         self._warm_args = ()
         if self._spare is not None:
-            commands, proc = self._spare
-            self._spare = None
-            commands.put(None)
-            proc.join(timeout=10)
-            commands.close()
+            spare, self._spare = self._spare, None
+            spare.stop()
+            spare.proc.join(timeout=10)
+            spare.close()
 
     def replace_dead(self, slot: int, timeout: float = 60.0) -> int | None:
         """Join a worker that killed itself, put the spare in its slot; return its exit code.
 
         A new spare starts at once and spawns while the next trial runs.
         """
-        commands, proc = self._workers[slot]
-        proc.join(timeout)
-        code: int | None = proc.exitcode
-        commands.close()
+        dead = self._workers[slot]
+        dead.proc.join(timeout)
+        code: int | None = dead.proc.exitcode
+        dead.close()
         self._workers[slot] = self._spare or self._spawn()
         self._spare = self._spawn()
         return code
 
     def close(self) -> None:
         everyone = [*self._workers, *([self._spare] if self._spare else [])]
-        for commands, _ in everyone:
-            commands.put(None)
-        for _, proc in everyone:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=5)
-        self._answers.close()
-        for commands, _ in everyone:
-            commands.close()
+        for worker in everyone:
+            worker.stop()
+        for worker in everyone:
+            worker.proc.join(timeout=10)
+            if worker.proc.is_alive():
+                worker.proc.kill()
+                worker.proc.join(timeout=5)
+            worker.close()
 
 
 def test_the_pool_starts_its_workers_and_replaces_a_dead_one() -> None:
