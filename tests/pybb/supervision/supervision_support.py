@@ -177,3 +177,28 @@ def open_ask_history(reader: BoardReader) -> tuple[int, list[tuple[int, int]]]:
 
 def keys(prefix: str, n: int) -> Iterable[str]:
     return (f"{prefix}{i:04d}" for i in range(n))
+
+
+# -- attestation fleets ---------------------------------------------------------------------
+
+
+def twin_fleet(*, between: int = 0, name: str = "twins") -> tuple[Any, str, str]:
+    """A fleet whose devices ``first`` and ``twin`` boot the same unknown digest.
+
+    ``between`` clean devices are attested between them. Returns the fleet and the two
+    device ids.
+    """
+    from pybb.attestation import Fleet, Reason, generate_fleet
+
+    tampered = generate_fleet(12, seed=3, mix={"tampered_component": 1.0})
+    device = next(
+        d for d in tampered.devices if tampered.truth[d].reason is Reason.TAMPERED_COMPONENT
+    )
+    first = dataclasses.replace(tampered.load(device), device="first")
+    twin = dataclasses.replace(first, device="twin")
+    clean = generate_fleet(between, seed=1, mix={"clean": 1.0})
+    middle = [
+        dataclasses.replace(clean.load(d), device=f"clean-{i}") for i, d in enumerate(clean.devices)
+    ]
+    fleet = Fleet.of(tampered.classes.values(), [first, *middle, twin], name=name)
+    return fleet, "first", "twin"

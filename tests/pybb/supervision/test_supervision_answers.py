@@ -14,10 +14,10 @@ from blackboard import BoardReader, Rejected, RejectionCause, Written, attach
 from blackboard.stores import Store
 from pybb import Controller, Escalation, Segment, Stage
 from pybb.human import Answer, AskState, answer, answer_rule
-from pybb.supervision import AnswerWatcher, SupervisedRun, applied_answers
+from pybb.supervision import AnswerWatcher, DecisionEffect, SupervisedRun, applied_answers
 
 
-class Ledger:
+class Ledger(DecisionEffect):
     """A DecisionEffect that counts what it did: the side-effect ledger of RA-07."""
 
     def __init__(self) -> None:

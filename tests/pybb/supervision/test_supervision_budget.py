@@ -44,7 +44,7 @@ def test_negative_control_a_budget_that_never_refuses_is_caught(
     broken = AlwaysAdmits.on_model(run.blackboard.model)
     run.controller._observers.remove(run.supervisor)  # swap in a supervisor on the broken store
     run.supervisor = Supervisor(run.blackboard, settings(ceiling=3), store=broken)
-    run.controller.add_observer(run.supervisor)
+    run.supervisor.bind(run.controller)
     write(run.blackboard, {f"dev-{i}": None for i in range(7)})
     run.run()
     problems = budget_problems(run.blackboard.model.reader, 3, escalated=7)
