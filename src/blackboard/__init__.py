@@ -45,6 +45,7 @@ from blackboard.errors import (
     SequenceError,
     StoreConfigError,
     StoreError,
+    StoreOutcomeUnknownError,
     UndeclaredRegionError,
     WriterError,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "SequenceError",
     "StoreConfigError",
     "StoreError",
+    "StoreOutcomeUnknownError",
     "TerminationPredicate",
     "UndeclaredRegionError",
     "WriteResult",

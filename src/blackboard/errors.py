@@ -14,7 +14,8 @@ The tree::
     ├── AdmissionRuleError      the application's admission rule raised or answered nonsense
     ├── SequenceError           a sequence number outside the board's log
     └── StoreError              the store failed; nothing was written
-        └── StoreConfigError    a store URL or option the kernel cannot open
+        ├── StoreConfigError    a store URL or option the kernel cannot open
+        └── StoreOutcomeUnknownError  the connection died during COMMIT: it may have landed
 
 What the application got wrong raises; what the board decided (a rejection, a
 conflict) is returned as a value. A call that raises has written nothing.
@@ -34,6 +35,7 @@ __all__ = [
     "SequenceError",
     "StoreConfigError",
     "StoreError",
+    "StoreOutcomeUnknownError",
     "UndeclaredRegionError",
     "WriterError",
 ]
@@ -131,8 +133,20 @@ class SequenceError(BlackboardError):
 
 
 class StoreError(BlackboardError):
-    """The store failed to complete an operation; nothing was written by it."""
+    """The store failed to complete an operation; nothing was written by it.
+
+    Except :class:`StoreOutcomeUnknownError`, whose write may have landed.
+    """
 
 
 class StoreConfigError(StoreError):
     """A store URL or option the kernel cannot open."""
+
+
+class StoreOutcomeUnknownError(StoreError):
+    """The connection died during COMMIT and the store could not learn whether it landed.
+
+    The one case where a StoreError does not mean "nothing was written": a write sent
+    with an idempotency key can be sent again safely (it returns the first outcome if it
+    had landed); read the board before repeating one sent without.
+    """

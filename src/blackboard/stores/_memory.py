@@ -90,7 +90,7 @@ class _Txn:
         for record, write, print_ in self.added:
             index = len(board.records)
             board.records.append(record)
-            if record.region is not None and record.kind in (RecordKind.LEVEL, RecordKind.PREMISE):
+            if record.region is not None and record.kind is RecordKind.LEVEL:
                 board.by_region.setdefault(record.region, []).append(index)
             if record.kind is RecordKind.PREMISE and record.region is not None:
                 board.premises[record.region] = index

@@ -34,7 +34,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequest
 
 from blackboard._json import decode
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
-from blackboard.errors import StoreConfigError, StoreError
+from blackboard.errors import StoreConfigError, StoreError, StoreOutcomeUnknownError
 from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
 from blackboard.stores._pg_listen import Listener
 from blackboard.stores._pg_schema import MIGRATIONS, SCHEMA_VERSION, dec, enc, migrate
@@ -259,7 +259,7 @@ class PostgresStore(Store):
         )
 
     def _in_doubt(self, what: str, doubt: _InDoubtError) -> StoreError:
-        return StoreError(
+        return StoreOutcomeUnknownError(
             f"PostgreSQL store {self._target.described} lost the connection while committing "
             f"(to {what}) and could not learn whether the commit landed: {doubt}. A write "
             "sent with an idempotency key can be sent again safely; read the board before "
