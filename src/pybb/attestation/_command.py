@@ -86,7 +86,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--examples", type=int, default=1, help="reports printed per escalation reason (default 1)"
     )
-    parser.add_argument("--chunk", type=int, help="devices per controller run (default ~1 %%)")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        help="devices per controller run (default 5 %% of the fleet, 25 to 250)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--inbox",

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from pybb.errors import PybbError
 
-__all__ = ["EvidenceError", "FleetError", "PolicyError"]
+__all__ = ["EvidenceError", "FleetError", "PolicyError", "show"]
+
+_SHOW = 60
+
+
+def show(value: object) -> str:
+    """A short, safe rendering of a value for a message (quoted, escaped, clipped)."""
+    text = repr(value)
+    return text if len(text) <= _SHOW else text[: _SHOW - 1] + "…"
 
 
 class FleetError(PybbError):
@@ -49,7 +57,7 @@ class FleetError(PybbError):
     def _compose(self) -> str:
         where = self.what if self.path is None else f"{self.what} file {self.path!r}"
         if self.field is not None:
-            where += f", field {self.field!r}"
+            where += f", field {show(self.field)}"
         return f"{where}: {self.problem}; {self.hint}."
 
     def __reduce__(self) -> tuple[object, ...]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pybb.attestation._fleet_errors import FleetError
+from pybb.attestation._fleet_errors import FleetError, show
 
 __all__ = [
     "NAME",
@@ -34,16 +34,9 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,2}")
-_SHOW = 60
 
 ErrorFactory = Callable[[str, str | None], FleetError]
 """Builds the error for ``(problem, field)``."""
-
-
-def show(value: object) -> str:
-    """A short, safe rendering of a value for a message (quoted, escaped, clipped)."""
-    text = repr(value)
-    return text if len(text) <= _SHOW else text[: _SHOW - 1] + "…"
 
 
 class _RefusedError(ValueError):

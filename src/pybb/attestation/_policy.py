@@ -361,7 +361,7 @@ def _component(fields: Fields, item: object, name: str, bank: str, size: int) ->
     return BootComponent(
         fields.integer(obj["pcr"], f"{name}.pcr", 0, MAX_PCR_INDEX),
         fields.string(obj["type"], f"{name}.type", limit=64),
-        fields.string(obj["label"], f"{name}.label", limit=4096),
+        fields.string(obj["label"], f"{name}.label", limit=MAX_CLASS_FILE_SIZE),
         MappingProxyType({bank: fields.digest(obj["digest"], f"{name}.digest", size)}),
         fields.integer(obj.get("event", 0), f"{name}.event", 0, 2**31),
     )

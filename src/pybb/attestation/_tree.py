@@ -169,13 +169,13 @@ class AttributionTier(KnowledgeSource):
 
     def execute(self, blackboard: Blackboard, key: str) -> None:
         """Attribute the device ``key``'s failing PCRs."""
-        evidence = self._context.load(key)
+        measurement = blackboard.get_entry(key).measurement
+        evidence = _evidence_for(self._context, key, measurement)
         if isinstance(evidence, EvidenceError):
             report = bad_evidence(key, Tier.ATTRIBUTION, evidence.problem, evidence.field)
             blackboard.report(key, _with_file(report, evidence))
             return
         device_class = self._context.fleet.classes[evidence.device_class]
-        measurement = blackboard.get_entry(key).measurement
         failing = [
             int(match.group(1))
             for component, value in measurement.items()
@@ -193,6 +193,41 @@ class AttributionTier(KnowledgeSource):
             blackboard.write_component(key, component_name(pcr), repaired)
 
 
+def _evidence_for(context: _Context, key: str, measurement: Any) -> Evidence | EvidenceError:
+    """The evidence the entry was written from, or why it cannot be used.
+
+    The entry is the record: a device written as refused stays refused, and evidence
+    that changed since its entry was written (a file edited between a killed run and
+    its resume) is not attested against an entry made from other values.
+    """
+    if "evidence" in measurement:
+        recorded = measurement["evidence"]
+        return EvidenceError(
+            str(recorded.get("problem")),
+            path=recorded.get("file"),
+            field=recorded.get("field"),
+            device=key,
+            hint=str(recorded.get("hint") or "fix the evidence file and run again"),
+        )
+    evidence = context.load(key)
+    if isinstance(evidence, EvidenceError):
+        return evidence
+    device_class = context.fleet.classes[evidence.device_class]
+    quote = evidence.quote.get(device_class.policy.bank, {})
+    for pcr in device_class.policy.pcrs:
+        recorded = measurement.get(component_name(pcr), {}).get("quote")
+        value = quote.get(pcr)
+        if recorded is not None and (value is None or value.hex() != recorded):
+            return EvidenceError(
+                f"its quote for PCR {pcr} is not the one its entry was made from; the evidence "
+                "changed while the device was being attested",
+                path=evidence.source,
+                field=f"quote.{device_class.policy.bank}.{pcr}",
+                device=key,
+            )
+    return evidence
+
+
 class VerificationTier(KnowledgeSource):
     """``on_pass``: the whole log must replay to the quote and satisfy the policy.
 
@@ -206,7 +241,7 @@ class VerificationTier(KnowledgeSource):
 
     def execute(self, blackboard: Blackboard, key: str) -> None:
         """Verify the device ``key``'s whole log against its quote and policy."""
-        evidence = self._context.load(key)
+        evidence = _evidence_for(self._context, key, blackboard.get_entry(key).measurement)
         if isinstance(evidence, EvidenceError):
             report = bad_evidence(key, Tier.VERIFICATION, evidence.problem, evidence.field)
             raise AttemptError(report.title, _with_file(report, evidence))
@@ -328,8 +363,8 @@ class Attestation:
             Reopening the same board resumes it.
         board_id: The board in the store (default ``attest-<fleet name>``).
         observers: Told of escalations (with their tier reports), cycles and halts.
-        chunk_size: Devices written per controller run (default: about 1 % of the fleet,
-            10 to 250); each chunk is one transaction of entries and then its cycles.
+        chunk_size: Devices written per controller run (default: 5 % of the fleet, 25
+            to 250); each chunk is one transaction of entries and then its cycles.
         regions: More regions to declare on the board (e.g. the human loop's, see
             ``pybb.supervision``), with their opening ``premises``.
         premises: The opening values of the premises among ``regions``.
@@ -358,10 +393,14 @@ class Attestation:
         premises: Mapping[str, Any] | None = None,
         admission_rule: AdmissionRule | None = None,
     ) -> None:
+        if chunk_size is not None and (
+            isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+        ):
+            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
         self.fleet = fleet
         self.board_id = board_id or f"attest-{fleet.name}"
         total = len(fleet.devices)
-        self.chunk_size = chunk_size or max(10, min(250, total // 100))
+        self.chunk_size = chunk_size or max(25, min(250, total // 20))
         identity = {"name": fleet.name, "fingerprint": fleet.fingerprint, "devices": total}
         self.blackboard = Blackboard(
             store,
@@ -444,7 +483,12 @@ class Attestation:
         """The device's entry: one component per covered PCR (or ``evidence`` if refused)."""
         evidence = self._context.load(device)
         if isinstance(evidence, EvidenceError):
-            problem = {"problem": str(evidence), "file": evidence.path, "field": evidence.field}
+            problem = {
+                "problem": evidence.problem,
+                "file": evidence.path,
+                "field": evidence.field,
+                "hint": evidence.hint,
+            }
             return BlackboardEntry(
                 conditions={"evidence": EVIDENCE_LOADED}, measurement={"evidence": problem}
             )
