@@ -163,6 +163,8 @@ class SupervisedRun:
                 break
             self.wait(min(remaining, _SLICE))
             summary = self.poll()
+        if next(self.watcher.pending(), None) is not None:  # answered since the last poll
+            summary = self.poll()
         return summary
 
     def serve(self, stop: threading.Event, *, timeout: float | None = None) -> RunSummary:
