@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from blackboard import BlackboardError, Model
+from blackboard import BlackboardError, Model, ModelMismatchError
 from pybb.attestation import FleetReport
 from pybb.attestation._command import _fleet, _print
 from pybb.errors import PybbError
@@ -54,6 +54,13 @@ def run_attest_inbox(args: argparse.Namespace) -> int:
         session = SupervisedAttestation(
             _fleet(args), store=args.store, board_id=args.board_id, chunk_size=args.chunk
         )
+    except ModelMismatchError:
+        errors.print(
+            "pybb attest --inbox: this board was attested without --inbox, so it holds no "
+            "human loop; attest again on another --board-id or --store",
+            markup=False,
+        )
+        return 2
     except (PybbError, BlackboardError, ValueError, OSError) as exc:
         errors.print(f"pybb attest: {exc}", markup=False)
         return 2
