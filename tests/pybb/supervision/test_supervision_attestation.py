@@ -226,3 +226,7 @@ def test_pybb_attest_inbox_serves_the_run_and_applies_an_answer_until_ctrl_c(
     out = command.stop()
     assert command.process.returncode == 0, out
     assert "1 answer(s) applied" in out
+    # The token was printed once, for the person; it is nowhere else (RA-15's rule).
+    assert "".join(command.lines).count(command.token) == 1 and command.token not in out
+    for kept in (store, tmp_path / "report.json"):
+        assert command.token.encode() not in kept.read_bytes()
