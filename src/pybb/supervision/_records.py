@@ -16,10 +16,10 @@ store admits one per id however often a redelivered escalation is supervised):
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from blackboard import BoardReader, RecordKind
 from buddhi import Decision, Disposition
@@ -211,7 +211,7 @@ class BoardIndex:
     def record(self, kind: str, escalation_id: str) -> SupervisionRecord | None:
         """The ``decision`` or ``closed`` record of an escalation, or ``None``."""
         found = self.row(f"{kind}:{escalation_id}")
-        return None if found is None else SupervisionRecord.from_json(found[1], found[0])
+        return None if found is None else _parsed(SupervisionRecord.from_json, found[1], found[0])
 
     def admitted(self, item_id: str) -> Mapping[str, Any] | None:
         """The audit record of the budget's admission of ``item_id``, or ``None``."""
@@ -220,19 +220,21 @@ class BoardIndex:
             return self._admitted.get(item_id)
 
     def records(self) -> tuple[SupervisionRecord, ...]:
-        """Every decision and closure, in board order."""
+        """Every decision and closure, in board order (rows that are not one are skipped)."""
         return tuple(
-            SupervisionRecord.from_json(content, sequence)
+            record
             for sequence, content in self._all()
             if content.get("kind") in ("decision", "closed")
+            and (record := _parsed(SupervisionRecord.from_json, content, sequence)) is not None
         )
 
     def applied(self) -> tuple[AppliedAnswer, ...]:
-        """Every applied answer, in board order."""
+        """Every applied answer, in board order (rows that are not one are skipped)."""
         return tuple(
-            AppliedAnswer.from_json(content, sequence)
+            record
             for sequence, content in self._all()
             if content.get("kind") == "applied"
+            and (record := _parsed(AppliedAnswer.from_json, content, sequence)) is not None
         )
 
     def _all(self) -> list[tuple[int, Mapping[str, Any]]]:
@@ -250,6 +252,19 @@ class BoardIndex:
                 self._rows.setdefault(content["id"], (record.sequence, content))
             elif record.region == ADMISSIONS_LEVEL and _is_admitted(content):
                 self._admitted.setdefault(content["request"]["item_id"], content)
+
+
+T = TypeVar("T")
+
+
+def _parsed(
+    parse: Callable[[Mapping[str, Any], int], T], content: Mapping[str, Any], sequence: int
+) -> T | None:
+    """A record read from its row, or ``None`` for a row another writer got wrong."""
+    try:
+        return parse(content, sequence)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _is_admitted(content: Mapping[str, Any]) -> bool:
