@@ -65,6 +65,7 @@ class SupervisedRun:
         self._owns_board = owns_board
         self._swept = False
         supervisor.bind(controller)
+        controller.refresh()  # installing the budget wrote through the kernel
 
     @classmethod
     def open(
@@ -109,7 +110,6 @@ class SupervisedRun:
         )  # fmt: skip
         try:
             supervisor = Supervisor(board, settings, store=budget_store, clock=clock)
-            board.refresh()  # installing the budget wrote through the kernel
             controller = Controller(
                 board, knowledge_sources, max_cycles=max_cycles, observers=observers, clock=clock
             )

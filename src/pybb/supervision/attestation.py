@@ -262,7 +262,6 @@ class SupervisedAttestation:
         try:
             board = self.attestation.blackboard
             supervisor = Supervisor(board, settings or attestation_settings())
-            board.refresh()  # the budget was installed through the kernel
             self.run = SupervisedRun(self.attestation.controller, supervisor)
         except BaseException:
             self.attestation.close()
