@@ -309,7 +309,11 @@ def _tampered(base: _Base, rng: random.Random) -> _Made:
         digests = base.revoked(event, 0)
         reason, what = Reason.DENIED_COMPONENT, "a revoked (denied) version"
     else:
-        candidates = [e for e in base.measured if e is not base.secure_boot]
+        candidates = [
+            e
+            for e in base.measured
+            if e is not base.secure_boot and e.event_type != EventType.EV_SEPARATOR
+        ]
         event = rng.choice(candidates)
         digests = {bank: rng.randbytes(len(d)) for bank, d in event.digests.items()}
         reason, what = Reason.TAMPERED_COMPONENT, "an unknown digest"
