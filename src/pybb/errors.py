@@ -16,7 +16,19 @@ The tree::
     ├── ResolutionError             an out-of-band resolution that cannot be applied
     ├── BoardClosedError            the board's kernel run was closed; nothing more lands
     ├── AttemptError                raised *by* a knowledge source to fail its attempt
-    └── EventLogError               (pybb.attestation) a TCG event log that cannot be read
+    ├── EventLogError               (pybb.attestation) a TCG event log that cannot be read
+    │   ├── TruncatedLogError       the log ends inside an event
+    │   └── UnknownAlgorithmError   a digest algorithm the log or this build cannot hash
+    ├── FleetError                  (pybb.attestation) a fleet folder that cannot be used
+    │   ├── EvidenceError           a device's evidence file, naming file and field
+    │   └── PolicyError             a device class or policy file, naming file and field
+    ├── HumanLoopError              (pybb.human) the human-loop protocol misused
+    │   └── MalformedContentError   an ask or answer that is not well formed
+    ├── InboxError                  (pybb.inbox) the inbox cannot serve as configured
+    │   ├── TokenError              a token that cannot be issued or used
+    │   ├── BoardNotFoundError      no run with a human loop at that store and board id
+    │   └── InboxDependencyError    the inbox extra is not installed
+    └── SupervisionError            (pybb.supervision) the human loop wired wrongly
 
 What the application got wrong raises one of these, before anything is written; what a
 run decided (an entry escalated, a source failing its attempts) is recorded on the board
