@@ -6,6 +6,7 @@ write goes through ``model.control``; ``model.reader`` reads levels, premises, t
 and the board at any past sequence number.
 """
 
+from blackboard._claims import Claim, Fence
 from blackboard._control import BOARD_WRITER, Control, TerminationPredicate
 from blackboard._model import Model, attach, create_model
 from blackboard._reader import BoardReader
@@ -60,10 +61,12 @@ __all__ = [
     "BoardNotFoundError",
     "BoardReader",
     "BoardState",
+    "Claim",
     "Conflict",
     "ContentError",
     "Contribution",
     "Control",
+    "Fence",
     "IdempotencyKeyError",
     "Level",
     "Model",

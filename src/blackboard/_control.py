@@ -13,8 +13,11 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
+from blackboard._claims import Claim, Fence, check_holder, check_lease, key_list
+from blackboard._faults import fault_point
 from blackboard._json import encode, is_utf8
 from blackboard._reader import BoardReader
 from blackboard._records import Notification, Outcome, Record, RecordKind, RunStatus
@@ -44,6 +47,7 @@ from blackboard.errors import (
 from blackboard.stores import (
     Appended,
     AppendOutcome,
+    ClaimLost,
     Closed,
     Duplicate,
     Forbidden,
@@ -146,20 +150,25 @@ class Control:
         proposals: Sequence[ProposedWrite],
         *,
         idempotency_keys: Sequence[str | None] | None = None,
+        fence: Fence | None = None,
     ) -> list[WriteResult]:
         """Propose several writes and commit the admitted ones in one transaction.
 
         Each proposal is judged as if written alone, in order (group commit: one durable
         transaction for the batch). If any raises, nothing of the batch is written.
+        With a ``fence``, the batch lands only if its holder still holds every fenced
+        claim when it commits; else every write is ``Rejected`` with ``CLAIM_LOST``.
         """
         keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(proposals)
         if len(keys) != len(proposals):
             raise ContentError("idempotency_keys", "must have one key (or None) per proposal")
+        if fence is not None and not isinstance(fence, Fence):
+            raise ContentError("fence", f"must be a blackboard.Fence, not {fence!r:.80}")
         prepared = self._prepare_all(proposals, keys)
         results: list[WriteResult | None] = [early for early, _ in prepared]
         pending = [(i, w) for i, (early, w) in enumerate(prepared) if early is None and w]
         if pending:
-            appended = self._append([w for _, w in pending])
+            appended = self._append([w for _, w in pending], fence)
             for (index, write), outcome in zip(pending, appended, strict=True):
                 results[index] = _result(write, outcome)
             self._after_append(appended)
@@ -195,6 +204,53 @@ class Control:
     def outcome(self) -> Outcome:
         """Whether the run is open, or how it closed."""
         return self._store.outcome(self.board_id)
+
+    # -- leased claims -----------------------------------------------------------------
+
+    def claim(
+        self, holder: str, keys: Sequence[str], *, lease: timedelta, limit: int | None = None
+    ) -> list[Claim]:
+        """Claim up to ``limit`` of ``keys``, in their order, for ``lease``.
+
+        A key is taken if no one holds it, its holder's lease lapsed, or ``holder`` holds
+        it already (renewed). Keys another holder has, or is taking right now, are
+        skipped, never waited for: many workers claim from one list of candidates and
+        each gets different keys. Claims are not records: they take no sequence number.
+
+        Returns:
+            The claims taken, in the order of ``keys``.
+
+        Raises:
+            ContentError: A holder, key, lease or limit that cannot be used.
+            StoreError: The store failed; nothing was claimed.
+        """
+        check_holder(holder)
+        wanted = key_list(keys)
+        lease = check_lease(lease)
+        if limit is None:
+            limit = len(wanted)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ContentError("limit", f"{limit!r} must be a whole number of keys, 0 or more")
+        if not wanted or limit == 0:
+            return []
+        return self._store.claim(self.board_id, holder, wanted, limit, lease)
+
+    def renew(self, holder: str, keys: Sequence[str], *, lease: timedelta) -> list[Claim]:
+        """Extend ``holder``'s claims on ``keys`` to ``lease`` from now (a heartbeat).
+
+        Returns:
+            The claims renewed; a key missing from them was taken over or released.
+        """
+        check_holder(holder)
+        wanted = key_list(keys)
+        lease = check_lease(lease)
+        return self._store.renew(self.board_id, holder, wanted, lease) if wanted else []
+
+    def release(self, holder: str, keys: Sequence[str]) -> int:
+        """Give up ``holder``'s claims on ``keys`` at once; return how many it held."""
+        check_holder(holder)
+        wanted = key_list(keys)
+        return self._store.release(self.board_id, holder, wanted) if wanted else 0
 
     # -- the write path ------------------------------------------------------------
 
@@ -331,9 +387,15 @@ class Control:
             )
         return Rejected(RejectionCause.NOT_PERMITTED, reason)
 
-    def _append(self, writes: list[PendingWrite]) -> list[AppendOutcome]:
+    def _append(
+        self, writes: list[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         with self._lock:
-            outcomes = self._store.append(self.board_id, writes)
+            if fence is None:  # a store without claims still takes every unfenced write
+                outcomes = self._store.append(self.board_id, writes)
+            else:
+                outcomes = self._store.append(self.board_id, writes, fence)
+            fault_point("store.after_commit")
             if self._notifying:
                 self._enqueue(o.record for o in outcomes if isinstance(o, Appended))
         return outcomes
@@ -370,6 +432,7 @@ class Control:
         if not isinstance(reason, str):
             raise ContentError("reason", f"must be a string, not {type(reason).__name__}")
         payload = encode({"status": status.value, "reason": reason}, "close reason")
+        fault_point("run.close")
         closed = self._append([PendingWrite(RecordKind.CLOSE, None, BOARD_WRITER, payload)])[0]
         if isinstance(closed, Appended):
             # From the record just committed: a failing read here would raise after the close.
@@ -440,6 +503,13 @@ def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
         return _closed(outcome.sequence)
     if isinstance(outcome, VersionConflict):
         return Conflict(outcome.current_version)
+    if isinstance(outcome, ClaimLost):
+        return Rejected(
+            RejectionCause.CLAIM_LOST,
+            f"{outcome.holder!r} no longer holds every claim this batch was fenced on (another "
+            "holder took one over after its lease lapsed); nothing of the batch was written. "
+            "Read the board and claim again",
+        )
     if isinstance(outcome, Duplicate):
         return Rejected(
             RejectionCause.DUPLICATE,

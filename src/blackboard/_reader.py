@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 
+from blackboard._claims import Claim
 from blackboard._records import (
     BoardState,
     Contribution,
@@ -63,6 +64,10 @@ class BoardReader:
         """Whether the run is open, or how it closed."""
         return self._store.outcome(self.board_id)
 
+    def claims(self) -> tuple[Claim, ...]:
+        """Every key held now (see ``Control.claim``), by key; lapsed leases included."""
+        return tuple(self._store.claims(self.board_id))
+
     def at(self, sequence: int) -> BoardState:
         """The whole board as it stood once write ``sequence`` had landed (0: before any)."""
         head = self.head()
@@ -99,6 +104,9 @@ class BoardReader:
             if records:
                 continue
             if self.outcome().closed:
+                # The CLOSE record may have committed after the read above: yield what is
+                # left up to it, or a follower would end one record short.
+                yield from self._store.read_log(self.board_id, cursor)
                 return
             woke = self._store.wait(self.board_id, cursor, 3600.0 if timeout is None else timeout)
             if not woke and timeout is not None:

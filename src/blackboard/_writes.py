@@ -74,6 +74,8 @@ class RejectionCause(enum.Enum):
     """The run was closed before the write could land."""
     DUPLICATE = "duplicate"
     """A unique level already holds this content (or this content's key)."""
+    CLAIM_LOST = "claim_lost"
+    """The batch was fenced and its writer no longer holds a claim it named (taken over)."""
 
 
 @dataclass(frozen=True, slots=True)

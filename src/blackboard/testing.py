@@ -23,15 +23,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from blackboard._claims import Claim, Fence
 from blackboard._json import encode
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import IdempotencyKeyError
 from blackboard.stores._base import (
     Appended,
     AppendOutcome,
+    ClaimLost,
     Closed,
     Duplicate,
     Forbidden,
@@ -374,6 +376,87 @@ def _concurrent_open(h: _Harness) -> None:
         _expect(handles[0].head(board_id) == 1, "racing opens must apply one set of openings")
 
 
+_LONG = timedelta(seconds=60)
+
+
+def _keys(claims: Sequence[Claim]) -> list[str]:
+    return [claim.key for claim in claims]
+
+
+def _claims_are_exclusive(h: _Harness) -> None:
+    with h.stores(2) as (first, second):
+        board = h.board(first)
+        taken = first.claim(board, "a", ["k1", "k2", "k3"], 2, _LONG)
+        _expect(_keys(taken) == ["k1", "k2"], f"claim must take the first free keys: {taken}")
+        _expect(all(c.holder == "a" and c.token == 1 for c in taken), f"new claims: {taken}")
+        _expect(all(c.expires > datetime.now(UTC) for c in taken), "a lease must end later")
+        other = second.claim(board, "b", ["k1", "k2", "k3", "k4"], 10, _LONG)
+        _expect(_keys(other) == ["k3", "k4"], f"held keys must be skipped: {other}")
+        again = first.claim(board, "a", ["k1", "k4"], 5, _LONG)
+        _expect(_keys(again) == ["k1"], f"a holder re-claims its own, not others': {again}")
+        _expect(again[0].token == 1, f"re-claiming one's own key keeps its token: {again}")
+        held = {c.key: c.holder for c in second.claims(board)}
+        _expect(held == {"k1": "a", "k2": "a", "k3": "b", "k4": "b"}, f"claims(): {held}")
+        _expect(first.release(board, "a", ["k1", "k3"]) == 1, "release frees only one's own")
+        moved = second.claim(board, "b", ["k1"], 1, _LONG)
+        _expect(_keys(moved) == ["k1"] and moved[0].token == 2, f"a freed key: {moved}")
+        renewed = first.renew(board, "a", ["k1", "k2"], _LONG)
+        _expect(_keys(renewed) == ["k2"], f"renew keeps only what is still held: {renewed}")
+        _expect(first.head(board) == 0, "claims must take no sequence number")
+
+
+def _lapsed_claims_are_taken_over(h: _Harness) -> None:
+    short = timedelta(seconds=0.2)
+    with h.stores(2) as (first, second):
+        board = h.board(first)
+        (mine,) = first.claim(board, "a", ["k"], 1, short)
+        _expect(second.claim(board, "b", ["k"], 1, _LONG) == [], "an unlapsed claim is held")
+        _expect(len(first.claim(board, "a", ["j"], 1, short)) == 1, "a free key is taken")
+        time.sleep(0.35)
+        (theirs,) = second.claim(board, "b", ["k"], 1, _LONG)
+        _expect(theirs.token == mine.token + 1, f"a takeover raises the token: {theirs}")
+        _expect(first.renew(board, "a", ["k"], _LONG) == [], "a taken-over claim is lost")
+        lost = first.append(board, [_level("l", "a")], Fence("a", frozenset({"k"})))
+        _expect(lost == [ClaimLost("a")], f"a fence on a lost claim must refuse: {lost}")
+        _expect(first.head(board) == 0, "a refused fenced batch must leave nothing")
+        kept = second.append(board, [_level("l", "b")], Fence("b", frozenset({"k"})))
+        _appended(kept[0], "a fenced write by the holder")
+        late = first.append(board, [_level("l", "a2")], Fence("a", frozenset({"j"})))
+        _appended(late[0], "a lapsed claim no one took still fences")
+        both = first.append(board, [_level("l", "x")], Fence("a", frozenset({"j", "k"})))
+        _expect(both == [ClaimLost("a")], f"every fenced key must be held: {both}")
+        _expect(_keys(first.renew(board, "a", ["j"], _LONG)) == ["j"], "renew a lapsed claim")
+
+
+def _concurrent_claimers(h: _Harness) -> None:
+    keys = [f"k{i}" for i in range(8 * h.threads)]
+    with h.stores(h.threads) as handles:
+        board = h.board(handles[0])
+        won: dict[int, list[str]] = {}
+        errors: list[BaseException] = []
+
+        def work(n: int) -> None:
+            mine = won.setdefault(n, [])
+            try:
+                for _ in range(len(keys)):
+                    others = [key for key in keys if key not in mine]
+                    mine += _keys(handles[n].claim(board, f"h{n}", others, 3, _LONG))
+            except BaseException as exc:  # reported below, on the checking thread
+                errors.append(exc)
+
+        _run_threads(work, h.threads)
+        _expect(not errors, f"a claiming thread raised: {errors[:1]!r}")
+        holders: dict[str, set[int]] = {}
+        for n, taken in won.items():
+            for key in taken:
+                holders.setdefault(key, set()).add(n)
+        shared = {k: v for k, v in holders.items() if len(v) > 1}
+        _expect(not shared, f"keys taken by two holders at once: {sorted(shared)[:5]}")
+        _expect(set(holders) == set(keys), f"{len(holders)} of {len(keys)} keys were claimed")
+        tokens = {c.key: c.token for c in handles[0].claims(board)}
+        _expect(set(tokens.values()) == {1}, f"each key taken once: tokens {tokens}")
+
+
 def _run_threads(work: Callable[[int], None], count: int) -> None:
     barrier = threading.Barrier(count)
 
@@ -402,5 +485,8 @@ STORE_CHECKS: tuple[tuple[str, Callable[[_Harness], None]], ...] = (
     ("wait wakes on a write", _wait_wakes),
     ("concurrent writers", _concurrent_writers),
     ("concurrent opens of one new board", _concurrent_open),
+    ("claims are exclusive", _claims_are_exclusive),
+    ("lapsed claims are taken over and fence", _lapsed_claims_are_taken_over),
+    ("concurrent claimers", _concurrent_claimers),
 )
 """Every check :func:`check_store` runs, by name, in order."""

@@ -15,6 +15,7 @@ from blackboard.errors import StoreConfigError as _StoreConfigError
 from blackboard.stores._base import (
     Appended,
     AppendOutcome,
+    ClaimLost,
     Closed,
     Duplicate,
     Forbidden,
@@ -31,6 +32,7 @@ from blackboard.stores._sqlite import SQLiteStore
 __all__ = [
     "AppendOutcome",
     "Appended",
+    "ClaimLost",
     "Closed",
     "Duplicate",
     "Forbidden",

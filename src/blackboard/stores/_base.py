@@ -13,9 +13,10 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeAlias
 
+from blackboard._claims import Claim, Fence
 from blackboard._json import decode
 from blackboard._records import Outcome, Record, RecordKind
 from blackboard.errors import IdempotencyKeyError, StoreError
@@ -23,6 +24,7 @@ from blackboard.errors import IdempotencyKeyError, StoreError
 __all__ = [
     "AppendOutcome",
     "Appended",
+    "ClaimLost",
     "Closed",
     "Duplicate",
     "Forbidden",
@@ -103,7 +105,16 @@ class Duplicate:
     sequence: int
 
 
-AppendOutcome: TypeAlias = Appended | Repeated | Closed | Forbidden | VersionConflict | Duplicate
+@dataclass(frozen=True, slots=True)
+class ClaimLost:
+    """The batch was fenced and its holder no longer holds every fenced key: nothing landed."""
+
+    holder: str
+
+
+AppendOutcome: TypeAlias = (
+    Appended | Repeated | Closed | Forbidden | VersionConflict | Duplicate | ClaimLost
+)
 
 
 def fingerprint(write: PendingWrite) -> str:
@@ -145,6 +156,14 @@ class Transaction(Protocol):
         """The record written under an idempotency key, and its write's fingerprint."""
         ...
 
+    def holds(self, holder: str, keys: frozenset[str]) -> bool:
+        """Whether ``holder`` holds every one of ``keys`` (none taken over since it took them).
+
+        Must keep the claims as they are until the transaction ends, so that no one
+        takes a key over between this answer and the commit.
+        """
+        ...
+
     def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
         """Keep ``record`` and update the derived state its kind implies.
 
@@ -155,12 +174,17 @@ class Transaction(Protocol):
         ...
 
 
-def apply_writes(txn: Transaction, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+def apply_writes(
+    txn: Transaction, writes: Sequence[PendingWrite], fence: Fence | None = None
+) -> list[AppendOutcome]:
     """Judge and keep ``writes`` in order, inside one backend transaction.
 
     Refusals consume no sequence number, so the sequence stays gap-free. A reused
-    idempotency key raises, which makes the backend roll the whole batch back.
+    idempotency key raises, which makes the backend roll the whole batch back. A
+    ``fence`` whose holder no longer holds every key refuses the whole batch first.
     """
+    if fence is not None and fence.keys and not txn.holds(fence.holder, fence.keys):
+        return [ClaimLost(fence.holder)] * len(writes)
     at = datetime.fromtimestamp(time.time(), UTC)
     return [_apply_one(txn, write, at) for write in writes]
 
@@ -234,8 +258,14 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
-        """Run :func:`apply_writes` over ``writes`` in one durable transaction."""
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
+        """Run :func:`apply_writes` over ``writes`` (and the ``fence``) in one durable transaction.
+
+        The kernel passes ``fence`` only when the writer gave one, so a store without
+        claims still serves every unfenced write.
+        """
 
     @abstractmethod
     def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
@@ -272,6 +302,37 @@ class Store(ABC):
     @abstractmethod
     def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
         """The current grants as ``(agent, region)`` pairs."""
+
+    # -- leased claims (see blackboard._claims) ------------------------------------------
+
+    @abstractmethod
+    def claim(
+        self, board_id: str, holder: str, keys: Sequence[str], limit: int, lease: timedelta
+    ) -> list[Claim]:
+        """Take up to ``limit`` of ``keys``, in their order, for ``lease``; return those taken.
+
+        A key is taken if no one holds it, its lease lapsed, or ``holder`` holds it
+        already (which renews it, keeping its token). A key another claimer is taking
+        at this moment is skipped, not waited for (``SKIP LOCKED``). Taking a key from
+        anyone else (or from no one) raises its token by one.
+        """
+
+    @abstractmethod
+    def renew(
+        self, board_id: str, holder: str, keys: Sequence[str], lease: timedelta
+    ) -> list[Claim]:
+        """Extend ``holder``'s claims on ``keys`` to ``lease`` from now; return those renewed.
+
+        A key someone else took over (or that was released) is not renewed: it is lost.
+        """
+
+    @abstractmethod
+    def release(self, board_id: str, holder: str, keys: Sequence[str]) -> int:
+        """Give up ``holder``'s claims on ``keys``; return how many it held."""
+
+    @abstractmethod
+    def claims(self, board_id: str) -> list[Claim]:
+        """Every key held now (lapsed leases included, until someone takes them), by key."""
 
     def declaration(self, board_id: str) -> str | None:
         """The declaration a board was created with, or ``None`` if there is no such board."""

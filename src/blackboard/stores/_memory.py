@@ -5,9 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from blackboard._claims import Claim, Fence
+from blackboard._faults import fault_point
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreError
+from blackboard.stores import _leases
 from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
 
 __all__ = ["MemoryStore"]
@@ -25,6 +29,7 @@ class _Board:
     grants: set[tuple[str, str]] = field(default_factory=set)
     keys: dict[str, tuple[int, str]] = field(default_factory=dict)  # key -> (index, print)
     closed: int | None = None
+    claims: dict[str, _leases.Lease] = field(default_factory=dict)
 
 
 class _Txn:
@@ -57,6 +62,11 @@ class _Txn:
 
     def unique_holder(self, region: str, key: str) -> int | None:
         return self.uniques.get((region, key), self.board.uniques.get((region, key)))
+
+    def holds(self, holder: str, keys: frozenset[str]) -> bool:
+        # Under the store's lock: nobody can take a key before this batch commits.
+        claims = self.board.claims
+        return all((lease := claims.get(k)) is not None and lease.holder == holder for k in keys)
 
     def find_key(self, key: str) -> tuple[Record, str] | None:
         if key in self.keys:
@@ -125,10 +135,13 @@ class MemoryStore(Store):
             self._changed.notify_all()
             return declaration
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         with self._lock:
             txn = _Txn(self._board(board_id))
-            outcomes = apply_writes(txn, writes)
+            outcomes = apply_writes(txn, writes, fence)
+            fault_point("store.before_commit")
             txn.commit()
             if txn.added and self._waiting:
                 self._changed.notify_all()
@@ -175,6 +188,53 @@ class MemoryStore(Store):
     def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
         with self._lock:
             return frozenset(self._board(board_id).grants)
+
+    def claim(
+        self, board_id: str, holder: str, keys: Sequence[str], limit: int, lease: timedelta
+    ) -> list[Claim]:
+        with self._lock:
+            claims = self._board(board_id).claims
+            at = _leases.now()
+            until = at + lease.total_seconds()
+            taken: list[Claim] = []
+            for key in dict.fromkeys(keys):
+                if len(taken) >= limit:
+                    break
+                row = _leases.taken(claims.get(key), holder, at, until)
+                if row is not None:
+                    claims[key] = row
+                    taken.append(_leases.to_claim(key, row))
+            return taken
+
+    def renew(
+        self, board_id: str, holder: str, keys: Sequence[str], lease: timedelta
+    ) -> list[Claim]:
+        with self._lock:
+            claims = self._board(board_id).claims
+            until = _leases.now() + lease.total_seconds()
+            renewed: list[Claim] = []
+            for key in dict.fromkeys(keys):
+                row = claims.get(key)
+                if row is not None and row.holder == holder:
+                    row.expires = until
+                    renewed.append(_leases.to_claim(key, row))
+            return renewed
+
+    def release(self, board_id: str, holder: str, keys: Sequence[str]) -> int:
+        with self._lock:
+            claims = self._board(board_id).claims
+            released = 0
+            for key in dict.fromkeys(keys):
+                row = claims.get(key)
+                if row is not None and row.holder == holder:
+                    row.holder = None
+                    released += 1
+            return released
+
+    def claims(self, board_id: str) -> list[Claim]:
+        with self._lock:
+            claims = self._board(board_id).claims
+            return [_leases.to_claim(k, r) for k, r in sorted(claims.items()) if r.holder]
 
     def wait(self, board_id: str, after: int, timeout: float) -> bool:
         with self._changed:

@@ -89,8 +89,28 @@ _V1 = (
     """,
 )
 
+_V2 = (
+    # Leased claims (blackboard._claims): a NULL holder is a released claim, whose token
+    # is kept so that a fencing token never repeats. Claimers pick rows with
+    # SELECT ... FOR UPDATE SKIP LOCKED; a fenced append share-locks the rows it checks.
+    """
+    CREATE TABLE bb_claims (
+        board_id text NOT NULL REFERENCES bb_boards (board_id),
+        key text NOT NULL,
+        holder text,
+        expires timestamptz NOT NULL,
+        token bigint NOT NULL,
+        PRIMARY KEY (board_id, key)
+    )
+    """,
+    """
+    CREATE INDEX bb_claims_holder ON bb_claims (board_id, holder) WHERE holder IS NOT NULL
+    """,
+)
+
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (1, "boards, records, premises, unique keys, grants, head notification", _V1),
+    (2, "leased claims", _V2),
 )
 """The schema's history, oldest first: ``(version, description, statements)``. Append only:
 a released migration is never edited, a change is a new one with the next version."""

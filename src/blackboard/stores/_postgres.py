@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -32,9 +32,12 @@ from psycopg.errors import DeadlockDetected, SerializationFailure
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
+from blackboard._claims import Claim, Fence
+from blackboard._faults import fault_point
 from blackboard._json import decode
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreConfigError, StoreError, StoreOutcomeUnknownError
+from blackboard.stores import _pg_claims
 from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
 from blackboard.stores._pg_listen import Listener
 from blackboard.stores._pg_schema import MIGRATIONS, SCHEMA_VERSION, dec, enc, migrate
@@ -303,13 +306,16 @@ class PostgresStore(Store):
         result: str = self._transact("open a board", work)
         return result
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         """Judge and keep ``writes`` in one transaction, under the board's row lock."""
 
         def work(conn: Conn) -> tuple[list[AppendOutcome], str]:
             txn = _PgTxn(conn, board_id)
-            outcomes = apply_writes(txn, writes)
+            outcomes = apply_writes(txn, writes, fence)
             txn.finish()
+            fault_point("store.before_commit")
             return outcomes, txn.xid
 
         outcomes, _ = self._transact("append", work, lambda result: result[1])
@@ -396,6 +402,40 @@ class PostgresStore(Store):
         return self._read(
             "read a permission", lambda conn: _permitted(conn, enc(board_id), agent, region)
         )
+
+    # -- leased claims (the SQL is in _pg_claims) --------------------------------------
+
+    def claim(
+        self, board_id: str, holder: str, keys: Sequence[str], limit: int, lease: timedelta
+    ) -> list[Claim]:
+        """Take up to ``limit`` of ``keys``: ``SELECT ... FOR UPDATE SKIP LOCKED``, then set."""
+        wanted = [enc(key) for key in dict.fromkeys(keys)]
+
+        def work(conn: Conn) -> list[Claim]:
+            _head(conn, board_id)  # the board must exist
+            return _pg_claims.take(conn, enc(board_id), holder, wanted, limit, lease)
+
+        return self._transact("claim keys", work) if wanted and limit > 0 else []
+
+    def renew(
+        self, board_id: str, holder: str, keys: Sequence[str], lease: timedelta
+    ) -> list[Claim]:
+        """Extend ``holder``'s claims on ``keys``."""
+        wanted = [enc(key) for key in dict.fromkeys(keys)]
+        board = enc(board_id)
+        work = lambda conn: _pg_claims.renew(conn, board, holder, wanted, lease)  # noqa: E731
+        return self._transact("renew claims", work) if wanted else []
+
+    def release(self, board_id: str, holder: str, keys: Sequence[str]) -> int:
+        """Give up ``holder``'s claims on ``keys``."""
+        wanted = [enc(key) for key in dict.fromkeys(keys)]
+        board = enc(board_id)
+        work = lambda conn: _pg_claims.release(conn, board, holder, wanted)  # noqa: E731
+        return self._transact("release claims", work) if wanted else 0
+
+    def claims(self, board_id: str) -> list[Claim]:
+        """Every key held now."""
+        return self._read("read claims", lambda conn: _pg_claims.held(conn, enc(board_id)))
 
     def wait(self, board_id: str, after: int, timeout: float) -> bool:
         """Block until the head passes ``after``: woken by NOTIFY, not by polling."""
@@ -549,6 +589,9 @@ class _PgTxn:
             (self.board, enc(region), _ukey(key)),
         )
         return None if seq is None else int(seq)
+
+    def holds(self, holder: str, keys: frozenset[str]) -> bool:
+        return _pg_claims.holds(self.conn, self.board, holder, [enc(key) for key in keys])
 
     def find_key(self, key: str) -> tuple[Record, str] | None:
         return _find_key(self.conn, dec(self.board), key)

@@ -13,18 +13,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from blackboard._claims import Claim, Fence
+from blackboard._faults import fault_point
 from blackboard._json import decode
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreConfigError, StoreError
+from blackboard.stores import _leases
 from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
 
 __all__ = ["SQLiteStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS bb_boards (
@@ -69,6 +72,18 @@ CREATE TABLE IF NOT EXISTS bb_grants (
     region TEXT NOT NULL,
     PRIMARY KEY (board_id, agent, region)
 ) WITHOUT ROWID;
+"""
+
+# Version 2: leased claims. A holder of NULL is a released claim; its token is kept.
+_CLAIMS = """
+CREATE TABLE IF NOT EXISTS bb_claims (
+    board_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    holder TEXT,
+    expires REAL NOT NULL,
+    token INTEGER NOT NULL,
+    PRIMARY KEY (board_id, key)
+) WITHOUT ROWID
 """
 
 _COLUMNS = "seq, kind, region, writer, payload, version, at, ikey"
@@ -129,6 +144,9 @@ class SQLiteStore(Store):
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         cur.execute(statement)
+            if version < 2:
+                cur.execute(_CLAIMS)
+            if version < SCHEMA_VERSION:
                 cur.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # -- transactions ------------------------------------------------------------
@@ -211,13 +229,16 @@ class SQLiteStore(Store):
         result: str = self._run("open a board", work)
         return result
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         """Judge and keep ``writes`` in one durable transaction."""
 
         def work(cur: sqlite3.Cursor) -> list[AppendOutcome]:
             txn = _SQLiteTxn(cur, board_id)
-            outcomes = apply_writes(txn, writes)
+            outcomes = apply_writes(txn, writes, fence)
             txn.finish()
+            fault_point("store.before_commit")
             return outcomes
 
         result: list[AppendOutcome] = self._run("append", work)
@@ -317,6 +338,77 @@ class SQLiteStore(Store):
         )
         return frozenset((str(a), str(r)) for a, r in rows)
 
+    # -- leased claims ---------------------------------------------------------------
+
+    def claim(
+        self, board_id: str, holder: str, keys: Sequence[str], limit: int, lease: timedelta
+    ) -> list[Claim]:
+        """Take up to ``limit`` of ``keys`` (the write lock makes every claim exclusive)."""
+
+        def work(cur: sqlite3.Cursor) -> list[Claim]:
+            _head(cur, board_id)  # the board must exist
+            at = _leases.now()
+            until = at + lease.total_seconds()
+            taken: list[Claim] = []
+            for key in dict.fromkeys(keys):
+                if len(taken) >= limit:
+                    break
+                row = _leases.taken(_lease(cur, board_id, key), holder, at, until)
+                if row is not None:
+                    _keep_lease(cur, board_id, key, row)
+                    taken.append(_leases.to_claim(key, row))
+            return taken
+
+        result: list[Claim] = self._run("claim keys", work)
+        return result
+
+    def renew(
+        self, board_id: str, holder: str, keys: Sequence[str], lease: timedelta
+    ) -> list[Claim]:
+        """Extend ``holder``'s claims on ``keys``."""
+
+        def work(cur: sqlite3.Cursor) -> list[Claim]:
+            until = _leases.now() + lease.total_seconds()
+            renewed: list[Claim] = []
+            for key in dict.fromkeys(keys):
+                row = _lease(cur, board_id, key)
+                if row is not None and row.holder == holder:
+                    row.expires = until
+                    _keep_lease(cur, board_id, key, row)
+                    renewed.append(_leases.to_claim(key, row))
+            return renewed
+
+        result: list[Claim] = self._run("renew claims", work)
+        return result
+
+    def release(self, board_id: str, holder: str, keys: Sequence[str]) -> int:
+        """Give up ``holder``'s claims on ``keys``."""
+
+        def work(cur: sqlite3.Cursor) -> int:
+            released = 0
+            for key in dict.fromkeys(keys):
+                released += cur.execute(
+                    "UPDATE bb_claims SET holder = NULL WHERE board_id = ? AND key = ?"
+                    " AND holder = ?",
+                    (board_id, key, holder),
+                ).rowcount
+            return released
+
+        result: int = self._run("release claims", work)
+        return result
+
+    def claims(self, board_id: str) -> list[Claim]:
+        """Every key held now."""
+        rows = self._read(
+            "read claims",
+            lambda cur: cur.execute(
+                "SELECT key, holder, expires, token FROM bb_claims"
+                " WHERE board_id = ? AND holder IS NOT NULL ORDER BY key",
+                (board_id,),
+            ).fetchall(),
+        )
+        return [_leases.to_claim(k, _leases.Lease(h, e, t)) for k, h, e, t in rows]
+
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
@@ -339,6 +431,23 @@ def _head(cur: sqlite3.Cursor, board_id: str) -> int:
     if row is None:
         raise StoreError(f"no board {board_id!r} in this store; open it first")
     return int(row[0])
+
+
+def _lease(cur: sqlite3.Cursor, board_id: str, key: str) -> _leases.Lease | None:
+    row = cur.execute(
+        "SELECT holder, expires, token FROM bb_claims WHERE board_id = ? AND key = ?",
+        (board_id, key),
+    ).fetchone()
+    return None if row is None else _leases.Lease(row[0], float(row[1]), int(row[2]))
+
+
+def _keep_lease(cur: sqlite3.Cursor, board_id: str, key: str, lease: _leases.Lease) -> None:
+    cur.execute(
+        "INSERT INTO bb_claims (board_id, key, holder, expires, token) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (board_id, key) DO UPDATE SET holder = excluded.holder,"
+        " expires = excluded.expires, token = excluded.token",
+        (board_id, key, lease.holder, lease.expires, lease.token),
+    )
 
 
 def _record(row: tuple[Any, ...]) -> Record:
@@ -408,6 +517,21 @@ class _SQLiteTxn:
             (self.board_id, region, key),
         ).fetchone()
         return None if row is None else int(row[0])
+
+    def holds(self, holder: str, keys: frozenset[str]) -> bool:
+        # Inside BEGIN IMMEDIATE: no claim can change before this transaction ends.
+        held = 0
+        ordered = sorted(keys)
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            (count,) = self.cur.execute(
+                f"SELECT count(*) FROM bb_claims WHERE board_id = ? AND holder = ?"
+                f" AND key IN ({marks})",
+                (self.board_id, holder, *chunk),
+            ).fetchone()
+            held += int(count)
+        return held == len(ordered)
 
     def find_key(self, key: str) -> tuple[Record, str] | None:
         row = self.cur.execute(
