@@ -171,8 +171,8 @@ def arm_kill(url: str) -> None:
     module = sys.modules[f"blackboard.stores.{name}"]
     apply_writes = module.apply_writes
 
-    def dying(txn: Any, writes: Any) -> Any:
-        apply_writes(txn, writes)  # the writes are in the transaction, uncommitted
+    def dying(txn: Any, writes: Any, *rest: Any) -> Any:
+        apply_writes(txn, writes, *rest)  # the writes are in the transaction, uncommitted
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")  # pragma: no cover
 
