@@ -4,7 +4,8 @@ Entries are measurements with a condition; knowledge sources repair (or confirm)
 the controller dispatches each entry onto a chain of sources by its first verdict,
 retries, hands off, and escalates what nothing could repair. Every change is a
 sequenced write on a ``blackboard`` board, so a run on SQLite survives a crash and
-resumes where it stopped.
+resumes where it stopped, and a run on PostgreSQL is shared by :class:`Worker` processes
+on many machines (``pybb worker``).
 """
 
 from pybb._blackboard import Blackboard
@@ -26,6 +27,7 @@ from pybb._types import (
     Segment,
     Stage,
 )
+from pybb._worker import AppContext, Worker, WorkerApp, WorkerSettings, WorkerSummary
 from pybb.errors import (
     AttemptError,
     BoardClosedError,
@@ -44,6 +46,7 @@ from pybb.errors import (
 )
 
 __all__ = [
+    "AppContext",
     "AttemptError",
     "AttemptStatus",
     "AttemptSummary",
@@ -80,4 +83,8 @@ __all__ = [
     "SystemClock",
     "UnknownSourceError",
     "UnregisteredPredicateError",
+    "Worker",
+    "WorkerApp",
+    "WorkerSettings",
+    "WorkerSummary",
 ]

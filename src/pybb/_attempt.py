@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from blackboard._faults import fault_point
 from pybb._types import AttemptStatus
 from pybb._values import NotJSONError, copy_value, describe
 from pybb.errors import AttemptError, SourceError
@@ -113,6 +114,7 @@ def run_attempt(source: KnowledgeSource, board: Blackboard, context: AttemptCont
 def _inline(source: KnowledgeSource, board: Blackboard, context: AttemptContext) -> Outcome:
     token = _current.set(context)
     try:
+        fault_point("ks.mid")
         returned = source.execute(board, context.key)
         if returned is not None:
             context.write(None, _json(returned, "returned"))

@@ -19,6 +19,7 @@ from blackboard import (
     AdmissionRule,
     AdmissionRuleError,
     BoardReader,
+    Fence,
     Model,
     ProposedContribution,
     ProposedPremiseWrite,
@@ -27,9 +28,11 @@ from blackboard import (
     Reject,
     Rejected,
     RejectionCause,
+    WriteResult,
     Written,
     create_model,
 )
+from blackboard._faults import fault_point
 from blackboard.stores import Store
 from pybb._attempt import AttemptContext, current_attempt
 from pybb._state import (
@@ -140,6 +143,11 @@ class Blackboard:
         self._user_rule = admission_rule
         self._scopes: dict[str, str | None] = {}
         self._pending: list[_Pending] | None = None
+        # Set by a worker (pybb._worker): the entries it holds claims on, which are all
+        # the controller may work on, and the holder its batches are fenced for.
+        self._focus: dict[str, None] | None = None
+        self._holder: str | None = None
+        self._claim_lost = False
         self._state = Projection()
         self._model = create_model(
             regions=[*REGIONS, *extra],
@@ -366,6 +374,7 @@ class Blackboard:
                 "entries in the escalate segment are resolved out of band",
             )
         if state.resolution is None:
+            fault_point("answer.apply")
             self._emit(RESOLUTIONS, self._writer, content, idempotency_key or f"resolve/{key}")
         return self._resolved(state, content)
 
@@ -421,7 +430,10 @@ class Blackboard:
     # -- what the controller uses ---------------------------------------------------------
 
     def _partition(self, source: str) -> KeysView[str]:
-        return self._state.partitions.setdefault(source, {}).keys()
+        partition = self._state.partitions.setdefault(source, {})
+        if self._focus is None:
+            return partition.keys()
+        return {key: None for key in self._focus if key in partition}.keys()
 
     def _register_source(self, name: str, component: str | None) -> None:
         self._scopes[name] = component
@@ -444,38 +456,64 @@ class Blackboard:
         proposals = [_proposal(item) for item in items]
         try:
             results = self._model.control.write_all(
-                proposals, idempotency_keys=[item.key for item in items]
+                proposals, idempotency_keys=[item.key for item in items], fence=self._fence(items)
             )
         except BaseException:
             self._rebuild()
             raise
-        first = self._state.head + 1
-        for result in results:
-            if isinstance(result, Rejected) and result.cause is RejectionCause.RUN_CLOSED:
-                self._rebuild()
-                outcome = self._model.reader.outcome()
-                raise BoardClosedError(
-                    self.board_id,
-                    f"its run was closed ({outcome.status.value}: {outcome.reason!r}) at "
-                    f"sequence {outcome.sequence}",
-                )
-        for offset, result in enumerate(results):
-            if (
-                not isinstance(result, Written)
-                or result.repeat
-                or result.sequence != first + offset
-            ):
-                _log.warning(
-                    "board %r did not take a batch as decided (%r at position %d); "
-                    "re-reading the board",
-                    self.board_id,
-                    result,
-                    offset,
-                )
-                self._rebuild()
-                return False
+        causes = {r.cause for r in results if isinstance(r, Rejected)}
+        if RejectionCause.RUN_CLOSED in causes:
+            self._rebuild()
+            outcome = self._model.reader.outcome()
+            raise BoardClosedError(
+                self.board_id,
+                f"its run was closed ({outcome.status.value}: {outcome.reason!r}) at "
+                f"sequence {outcome.sequence}",
+            )
+        if RejectionCause.CLAIM_LOST in causes:  # nothing landed; a worker drops its claims
+            self._claim_lost = True
+            self._rebuild()
+            return False
+        first = _landed(results)
+        if first is None or not self._fold_before(first, items):
+            _log.warning(
+                "board %r did not take a batch as decided (%r); re-reading the board",
+                self.board_id,
+                [r for r in results if not isinstance(r, Written) or r.repeat][:1] or results[:1],
+            )
+            self._rebuild()
+            return False
         self._state.head = first + len(items) - 1
         self._number(items, first)
+        return True
+
+    def _fence(self, items: list[_Pending]) -> Fence | None:
+        """A worker's batch lands only while it still holds every entry the batch is about."""
+        if self._holder is None:
+            return None
+        keys = frozenset(k for item in items if (k := _entry_key(item.content)) is not None)
+        return Fence(self._holder, keys) if keys else None
+
+    def _fold_before(self, first: int, items: list[_Pending]) -> bool:
+        """Take in what other writers committed just before our batch, which landed at ``first``.
+
+        Our batch is already in the projection; records of other entries commute with
+        it (an entry's state depends on its own records only), so they are folded after
+        it, and only they are read: the cost is theirs, not the board's. A record about
+        an entry of our batch (a change made meanwhile by someone else) does not commute:
+        False, and the caller re-reads the board.
+        """
+        if first == self._state.head + 1:
+            return True
+        foreign = self._model.reader.log(self._state.head, first - 1)
+        ours = {_entry_key(item.content) for item in items} - {None}
+        if any(_entry_key(r.content) in ours for r in foreign if r.region in KINDS):
+            return False
+        for record in foreign:
+            if record.region in KINDS:
+                self._state.apply(
+                    record.region, record.content, record.sequence, record.version or 0
+                )
         return True
 
     def _number(self, items: list[_Pending], first: int) -> None:
@@ -625,6 +663,22 @@ class _SegmentView(Mapping[str, BlackboardEntry]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._board._state.segments[self._segment]
+
+
+def _entry_key(content: Any) -> str | None:
+    key = content.get("key") if isinstance(content, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def _landed(results: list[WriteResult]) -> int | None:
+    """The first sequence of a batch the board took whole and in order, else ``None``."""
+    written = [r for r in results if isinstance(r, Written) and not r.repeat]
+    if not results or len(written) != len(results):
+        return None
+    first = written[0].sequence
+    if any(r.sequence != first + n for n, r in enumerate(written)):
+        return None
+    return first
 
 
 def _region_of(proposed: ProposedWrite) -> str:

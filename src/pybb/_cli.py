@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "pybb._demo:register",
     "pybb.attestation._command:register",
     "pybb.inbox._command:add_inbox_command",
+    "pybb._worker_command:register",
 )
 """``"module:function"`` of each function that adds a subcommand, in help order."""
 

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from blackboard import ProposedContribution, Reject
+from blackboard._faults import fault_point
 from pybb._attempt import AttemptContext, Outcome, run_attempt
 from pybb._blackboard import CONTROLLER, Blackboard, check_key
 from pybb._seams import Clock, ControllerObserver, SystemClock
@@ -123,6 +124,7 @@ class Controller:
         self._sources: dict[str, KnowledgeSource] = {}
         self._escalated: list[str] = []
         self._attempts = 0
+        self._cycles = 0  # this controller's own cycles (a worker's count; the board has none)
         self._told_pending = False
         for source in knowledge_sources:
             self.add_ks(source)
@@ -307,10 +309,15 @@ class Controller:
         return None
 
     def _cycle(self) -> bool:
-        """Run one cycle; False if it found nothing to do (and wrote nothing)."""
+        """Run one cycle; False if it found nothing to do (and wrote nothing).
+
+        On a blackboard focused on a worker's claimed entries (``pybb worker``), the
+        cycle works on those entries only and writes no cycle count: many workers
+        cycle at once, and the count is each one's own.
+        """
         board = self.blackboard
         self._tell_resolutions(board._catch_up())
-        self._check_predicates(board._state.dirty)
+        self._check_predicates(self._queue(board._state.dirty))
         self._escalated = []
         attempts = self._attempts
         with board.batch():
@@ -318,15 +325,16 @@ class Controller:
             self._dispatch()
             self._advance_ready()
             self._run_sources()
-            records = board._pending_count()
-            if records:
+            if board._pending_count() and board._focus is None:
                 board._emit(CYCLE, CONTROLLER, self.cycle_count + 1, None)
+            records = board._pending_count()
         if not records:
             return False
+        self._cycles += 1
         report = CycleReport(
-            self.cycle_count,
+            self.cycle_count if board._focus is None else self._cycles,
             board.head,
-            records + 1,
+            records,
             self._attempts - attempts,
             len(self._escalated),
         )
@@ -337,21 +345,34 @@ class Controller:
 
     def _wait(self) -> bool:
         """Sleep until the earliest retry is due; False if no entry is waiting for one."""
-        state = self.blackboard._state
-        due = [state.entries[k].retry_at for k in state.waiting]
-        waits = [when for when in due if when is not None]
-        if not waits:
+        delay = self._next_retry()
+        if delay is None:
             return False
-        delay = (min(waits) - self.clock.now()).total_seconds()
         if delay > 0:
             self.clock.sleep(delay)
         return True
+
+    def _next_retry(self) -> float | None:
+        """Seconds until the earliest retry is due (0 or less: now); None if none waits."""
+        state = self.blackboard._state
+        due = [state.entries[k].retry_at for k in self._queue(state.waiting)]
+        waits = [when for when in due if when is not None]
+        if not waits:
+            return None
+        return (min(waits) - self.clock.now()).total_seconds()
+
+    def _queue(self, queue: Mapping[str, None]) -> list[str]:
+        """The keys of a work queue this controller may work on: all, or its focus's."""
+        focus = self.blackboard._focus
+        if focus is None:
+            return list(queue)
+        return [key for key in focus if key in queue]
 
     # -- the seed's steps ------------------------------------------------------------------
 
     def _evaluate_all(self) -> None:
         """Evaluate every entry whose measurement changed since its last verdict."""
-        for key in list(self.blackboard._state.dirty):
+        for key in self._queue(self.blackboard._state.dirty):
             self._evaluate_entry(key)
 
     def _evaluate_entry(self, key: str) -> bool:
@@ -371,7 +392,7 @@ class Controller:
     def _dispatch(self) -> None:
         """Place each newly evaluated entry on the chain its first verdict chose."""
         state = self.blackboard._state
-        for key in list(state.undispatched):
+        for key in self._queue(state.undispatched):
             entry = state.entries[key]
             route = self.routes.get(key) or self.predicate_routes.get(entry.predicate or "")
             route = route or _NO_ROUTE
@@ -392,7 +413,7 @@ class Controller:
     def _advance_ready(self) -> None:
         """Success handoff: move on every entry whose component source fixed its component."""
         state = self.blackboard._state
-        for key in list(state.ready):
+        for key in self._queue(state.ready):
             if key in state.ready:
                 self._advance(key, restore=False)
 
@@ -430,12 +451,15 @@ class Controller:
     def _run_sources(self) -> None:
         """Let each source work on the entries of its partition that need it."""
         state = self.blackboard._state
+        focus = self.blackboard._focus
         now: datetime | None = None
         for source in self.knowledge_sources:
             for key in source.can_contribute(self.blackboard):
                 entry = state.entries.get(key)
                 if entry is None or entry.source != source.name:
                     continue
+                if focus is not None and key not in focus:
+                    continue  # a source that lists more than its partition: not ours
                 if entry.retry_at is not None:
                     now = now or self.clock.now()
                     if entry.retry_at > now:
@@ -452,6 +476,7 @@ class Controller:
         number = entry.ks_history.get(source.name, 0) + 1
         context = AttemptContext(key, source.name, source.component, number)
         outcome = run_attempt(source, self.blackboard, context)
+        fault_point("ks.after")
         self._attempts += 1
         writer, content = self._attempt_record(source, entry, number, outcome)
         self._schedule_retry(source, entry, number, content)
@@ -537,6 +562,7 @@ class Controller:
             return False, f"predicate {name!r} raised {type(exc).__name__}: {exc}"
 
     def _escalate(self, entry: EntryState, source: str | None, reason: str) -> None:
+        fault_point("escalation.create")
         tier_report = None
         for attempt in entry.attempts:
             if attempt.source == source and attempt.report is not None:

@@ -139,11 +139,20 @@ class EntryState:
         return not self.provisional and isinstance(result, dict) and bool(result.get(component))
 
 
+_OPEN_STAGES = frozenset({Stage.NEW, Stage.EVALUATED, Stage.WORKING})
+
+
 class Projection:
-    """Every entry's state and the work queues, folded from the board's records."""
+    """Every entry's state and the work queues, folded from the board's records.
+
+    ``unsettled`` holds the entries a controller still has to work on (new, evaluated or
+    working; with ``dirty``, also resolved ones whose new measurement awaits a verdict):
+    what ``pybb worker`` claims from.
+    """
 
     def __init__(self) -> None:
         self.entries: dict[str, EntryState] = {}
+        self.unsettled: dict[str, None] = {}
         self.segments: dict[Segment, dict[str, None]] = {s: {} for s in Segment}
         self.stages: dict[Stage, int] = dict.fromkeys(Stage, 0)
         self.dirty: dict[str, None] = {}
@@ -188,6 +197,8 @@ class Projection:
         self.segments[entry.segment][entry.key] = None
         self.stages[entry.stage] += 1
         self.dirty[entry.key] = None
+        if entry.stage in _OPEN_STAGES:
+            self.unsettled[entry.key] = None
 
     def _verdict(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         entry.result = content["result"]
@@ -324,6 +335,10 @@ class Projection:
         self.stages[entry.stage] -= 1
         self.stages[stage] += 1
         entry.stage = stage
+        if stage in _OPEN_STAGES:
+            self.unsettled[entry.key] = None
+        else:
+            self.unsettled.pop(entry.key, None)
 
     def _move(self, entry: EntryState, segment: Segment) -> None:
         self.segments[entry.segment].pop(entry.key, None)
@@ -331,6 +346,10 @@ class Projection:
         entry.segment = segment
 
     # -- questions the controller asks --------------------------------------------------
+
+    def open_work(self, key: str) -> bool:
+        """Whether the entry still needs a controller (unsettled, or awaiting a verdict)."""
+        return key in self.unsettled or key in self.dirty
 
     def needs_work(self, key: str, component: str | None) -> bool:
         """Whether a source (scoped to ``component``) has something to do on ``key``."""

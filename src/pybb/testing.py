@@ -3,21 +3,30 @@
 * :class:`FakeClock` drives retry back-off without waiting.
 * :class:`RecordingObserver` keeps every escalation, resolution, cycle and halt it is told.
 * :func:`w1` builds workload W1 (the repair ladder of issue 3) and :func:`w1_expected`
-  says how it must end; :func:`pair` builds the seed's ``example_pair``.
+  says how it must end; :func:`w1_app` is W1 as a ``pybb worker`` application;
+  :func:`pair` builds the seed's ``example_pair``.
+* :func:`entries_digest` digests every entry's own history, whatever order writers
+  interleaved in: one worker and many give the same digest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blackboard.stores import Store
 from pybb._blackboard import Blackboard
 from pybb._controller import Controller
 from pybb._seams import ControllerObserver
 from pybb._source import KnowledgeSource
+from pybb._state import CYCLE, KINDS
 from pybb._types import BlackboardEntry, CycleReport, Escalation, Resolution, RunSummary
+
+if TYPE_CHECKING:
+    from pybb._worker import AppContext
 
 __all__ = [
     "Decrement",
@@ -25,8 +34,10 @@ __all__ = [
     "FixComponent",
     "RecordingObserver",
     "ZeroEven",
+    "entries_digest",
     "pair",
     "w1",
+    "w1_app",
     "w1_expected",
     "w1_outcomes",
 ]
@@ -168,6 +179,40 @@ def w1(
                     f"e{i}", BlackboardEntry(predicate="less_than_3", measurement=i % 10)
                 )
     return board, controller
+
+
+def w1_app(context: AppContext) -> Controller:
+    """W1 as a ``pybb worker`` application (``--app w1``): its controller, no entries written.
+
+    Option ``max_cycles`` (default 1000) is the controller's cycle limit.
+    """
+    max_cycles = int(context.options.get("max_cycles", "1000"))
+    _, controller = w1(
+        0, context.store, board_id=context.board_id, max_cycles=max_cycles, write=False
+    )
+    return controller
+
+
+def entries_digest(board: Blackboard) -> str:
+    """SHA-256 of every entry's own history, blind to how writers interleaved.
+
+    Per entry, in board order: the kind, writer and content of each of its records,
+    without sequence numbers and timestamps (``at``, ``retry_at``). Entries are taken in
+    key order, so a run worked by one process and by many (whose records interleave
+    differently) digest the same when every entry went through the same steps.
+    """
+    histories: dict[str, list[Any]] = {}
+    for record in board.model.reader.log():
+        region = record.region or ""
+        content = record.content
+        if region not in KINDS or region == CYCLE or not isinstance(content, dict):
+            continue
+        kept = {k: v for k, v in content.items() if k not in ("at", "retry_at")}
+        histories.setdefault(str(content.get("key")), []).append(
+            [KINDS[region], record.writer, kept]
+        )
+    text = json.dumps(histories, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def w1_expected(n: int) -> dict[str, int]:

@@ -26,6 +26,7 @@ from blackboard import (
     Written,
     create_model,
 )
+from blackboard._faults import fault_point
 from blackboard.errors import BlackboardError
 from blackboard.stores import Store as BoardBackend
 from buddhi._budget import Scope, ScopePath
@@ -290,6 +291,8 @@ class BoardStore(Store):
         assert step.audit is not None  # every plan that writes the premise says why
         record = self._audit({**step.audit, "version": version + 1}, f"{premise}@{version}")
         cas = ProposedPremiseWrite(self._writer, premise, step.value, version)
+        if premise == BUDGET_PREMISE:
+            fault_point("budget.consume")  # RA-02: a crash as the budget is charged
         written, trail = self._write([cas, record], what)
         return self._settle(premise, written, trail, what)
 

@@ -1,0 +1,57 @@
+"""Applications ``pybb worker`` knows by name (see ``pybb._worker.APPS``) beyond W1.
+
+``attest``: the attestation decision tree (``pybb.attestation``) on a board that
+``pybb attest`` created. The fleet is the one the board names: a demo fleet
+(``demo-<n>-seed-<seed>``) is generated again, identically, on the worker; a fleet
+folder is given with ``--app-option fleet=PATH`` (every worker needs its evidence files).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from blackboard import BlackboardError, attach
+from pybb._controller import Controller
+from pybb.errors import PybbError
+
+if TYPE_CHECKING:
+    from pybb._worker import AppContext
+
+__all__ = ["attest_app"]
+
+_DEMO = re.compile(r"demo-(\d+)-seed-(-?\d+)")
+
+
+def attest_app(context: AppContext) -> Controller:
+    """The attestation tree's controller for the board ``pybb attest`` wrote."""
+    from pybb.attestation import Attestation, generate_fleet, load_fleet
+
+    folder = context.options.get("fleet")
+    if folder is not None:
+        fleet = load_fleet(folder)
+    else:
+        name = _fleet_name(context)
+        demo = _DEMO.fullmatch(name)
+        if demo is None:
+            raise PybbError(
+                f"board {context.board_id!r} attests fleet {name!r}, not a demo fleet; give "
+                "its folder with --app-option fleet=PATH"
+            )
+        fleet = generate_fleet(int(demo[1]), seed=int(demo[2]))
+    return Attestation(fleet, store=context.store, board_id=context.board_id).controller
+
+
+def _fleet_name(context: AppContext) -> str:
+    model = attach(context.store, context.board_id)
+    try:
+        identity = model.reader.read_premise("attestation.fleet").value
+    except BlackboardError as exc:
+        raise PybbError(
+            f"board {context.board_id!r} is not an attestation board ({exc}); run "
+            "pybb attest --store ... --board-id ... first"
+        ) from exc
+    name = identity.get("name") if isinstance(identity, dict) else None
+    if not isinstance(name, str):
+        raise PybbError(f"board {context.board_id!r} names no fleet ({identity!r:.80})")
+    return name
