@@ -85,9 +85,14 @@ def test_a_worker_killed_mid_run_is_taken_over_and_the_run_completes(
     ]
     victim = workers[random.Random(7).randrange(4)]
     name = f"w{workers.index(victim)}"
-    held = _wait_until_holding(pg_run, board, name)
+    _wait_until_holding(pg_run, board, name)
     victim.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
+    victim.wait(timeout=30)
+    # What the dead worker still held (it may have released some keys between the look
+    # above and the kill); nobody can take these over before the lease runs out.
+    held = dict(sorted((k, t) for k, (h, t) in pg_run.claims(board).items() if h == name))
+    assert held, f"worker {name} released everything before it was killed; nothing to take over"
     finish(workers)
     outcomes, digest = outcome(pg_run.url, board)
     assert outcomes == w1_expected(N)
