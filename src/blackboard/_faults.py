@@ -97,6 +97,8 @@ class SeededPlan:
             (:class:`InjectedFault`) or ``"delay"`` (sleep 1 to 20 ms).
         points: The points the plan may activate.
         log: A file to append one JSON line to per firing, before it acts.
+        calm_after: From this incarnation on, a firing only delays: a run crashed that
+            many times is let finish (FoundationDB's quiet phase), so every run ends.
     """
 
     def __init__(
@@ -109,13 +111,15 @@ class SeededPlan:
         actions: Iterable[str] = ("exit", "raise", "delay"),
         points: Iterable[str] = tuple(POINTS),
         log: str | None = None,
+        calm_after: int | None = None,
     ) -> None:
         self.seed = seed
         self.incarnation = incarnation
         chooser = random.Random(f"{seed}/active")
         self.active = frozenset(p for p in sorted(points) if chooser.random() < activate)
         self.fire = fire
-        self.actions = tuple(actions)
+        calm = calm_after is not None and incarnation >= calm_after
+        self.actions = ("delay",) if calm else tuple(actions)
         self.log = log
         self.fired: list[tuple[str, str]] = []
         self._random = random.Random(f"{seed}/{incarnation}")
