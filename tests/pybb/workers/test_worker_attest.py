@@ -1,0 +1,54 @@
+"""The ``attest`` application: workers attest a fleet ``pybb attest``'s board names.
+
+A demo fleet's devices are written to a board without running anything, as a submitter
+does; two worker threads (``--app attest`` in a process each, in a deployment) rebuild
+the fleet from the board's name, and the fleet's report equals that of one attestation
+run of the same fleet.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from blackboard.stores import SQLiteStore
+from pybb import AppContext, PybbError, Worker, WorkerSettings
+from pybb._apps import attest_app
+from pybb.attestation import Attestation, generate_fleet
+
+
+def test_two_workers_attest_a_demo_fleet_as_one_run_does(tmp_path: Path) -> None:
+    fleet = generate_fleet(40, seed=5)
+    path = tmp_path / "fleet.db"
+    single = Attestation(fleet, store=SQLiteStore(path), board_id="single")
+    expected = single.run().counts()
+    submitter = Attestation(fleet, store=SQLiteStore(path), board_id="shared")
+    submitter.blackboard.write_entries({d: submitter.entry(d) for d in fleet.devices})
+
+    summaries = []
+
+    def work(n: int) -> None:
+        controller = attest_app(AppContext(SQLiteStore(path), "shared", {}))
+        settings = WorkerSettings(lease=timedelta(seconds=10), batch=8)
+        summaries.append(Worker(controller, name=f"a{n}", settings=settings).run())
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    submitter.blackboard.refresh()
+    assert sum(s.settled for s in summaries) >= len(fleet.devices)
+    assert {s.reason for s in summaries} == {"settled"}
+    assert submitter.report().counts() == expected
+
+
+def test_a_board_that_is_not_an_attestation_board_is_refused(tmp_path: Path) -> None:
+    from pybb.testing import w1
+
+    w1(3, SQLiteStore(tmp_path / "w1.db"), board_id="w1")
+    with pytest.raises(PybbError, match="not an attestation board"):
+        attest_app(AppContext(SQLiteStore(tmp_path / "w1.db"), "w1", {}))
