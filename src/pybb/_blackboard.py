@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, KeysView, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from blackboard import (
@@ -35,6 +35,14 @@ from blackboard import (
 from blackboard._faults import fault_point
 from blackboard.stores import Store
 from pybb._attempt import AttemptContext, current_attempt
+from pybb._entries import (
+    MAX_KEY,
+    check_component,
+    copy_json,
+    entry_content,
+    resolution_content,
+    same_entry,
+)
 from pybb._state import (
     ATTEMPTS,
     CHANGES,
@@ -58,10 +66,9 @@ from pybb._types import (
     Segment,
     Stage,
 )
-from pybb._values import NotJSONError, copy_value, describe
+from pybb._values import copy_value
 from pybb.errors import (
     BoardClosedError,
-    ComponentError,
     EntryError,
     EntryExistsError,
     EntryNotFoundError,
@@ -75,8 +82,6 @@ __all__ = ["CONTROLLER", "DEFAULT_BOARD", "MAX_KEY", "Blackboard"]
 DEFAULT_BOARD = "pybb"
 CONTROLLER = "controller"
 """The writer name of the controller's own records."""
-MAX_KEY = 128
-"""The longest entry key (idempotency keys built from it must fit the kernel's limit)."""
 
 _log = logging.getLogger("pybb")
 
@@ -203,10 +208,10 @@ class Blackboard:
             EntryExistsError: ``key`` already holds a different entry.
         """
         self._outside_attempt("write_entry")
-        content = _entry_content(key, entry, segment)
+        content = entry_content(key, entry, segment)
         existing = self._state.entries.get(key)
         if existing is not None:
-            if _same_entry(existing, content):
+            if same_entry(existing, content):
                 return
             raise EntryExistsError(
                 key, "the key already holds a different entry; use a new key for a new entry"
@@ -232,8 +237,8 @@ class Blackboard:
             EntryError: ``value`` is not JSON.
         """
         state = self._entry(key)
-        _check_component(state, component)
-        copied = _copy(key, value, f"value for component {component!r}")
+        check_component(state, component)
+        copied = copy_json(key, value, f"value for component {component!r}")
         self._write(state, component, copied)
 
     def restore_original(self, key: str) -> None:
@@ -277,7 +282,7 @@ class Blackboard:
                 f"report() for entry {key!r} was called outside a knowledge source's attempt "
                 "on it; a report belongs to an attempt"
             )
-        context.attach(_copy(key, report, "report"))
+        context.attach(copy_json(key, report, "report"))
 
     # -- reading --------------------------------------------------------------------
 
@@ -366,7 +371,7 @@ class Blackboard:
         """
         self._outside_attempt("resolve")
         state = self._entry(key)
-        content = _resolution_content(state, decision, by, at, measurement)
+        content = resolution_content(state, decision, by, at, measurement)
         if state.resolution is None and state.stage is not Stage.ESCALATED:
             raise ResolutionError(
                 key,
@@ -505,6 +510,8 @@ class Blackboard:
         """
         if first == self._state.head + 1:
             return True
+        if first <= self._state.head:
+            return False  # the board is behind what this blackboard saw: re-read it
         foreign = self._model.reader.log(self._state.head, first - 1)
         ours = {_entry_key(item.content) for item in items} - {None}
         if any(_entry_key(r.content) in ours for r in foreign if r.region in KINDS):
@@ -621,7 +628,7 @@ class Blackboard:
     def _restore(self, key: str, component: str | None, writer: str) -> None:
         state = self._entry(key)
         if component is not None:
-            _check_component(state, component)
+            check_component(state, component)
         value = state.original if component is None else state.original[component]
         context = self._attempt_on(key)
         if context is not None:
@@ -718,128 +725,3 @@ def _resolution(stored: Mapping[str, Any]) -> Resolution:
         copy_value(stored.get("measurement")),
         stored.get("sequence", 0),
     )
-
-
-# -- validating input ---------------------------------------------------------------------
-
-
-def check_key(key: object) -> None:
-    """Refuse an entry key the board cannot use."""
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY:
-        raise EntryError(
-            None,
-            f"key {key!r} is not usable; use a non-empty string of at most {MAX_KEY} characters",
-        )
-
-
-def _entry_content(key: str, entry: object, segment: Segment | str) -> dict[str, Any]:
-    check_key(key)
-    if not isinstance(entry, BlackboardEntry):
-        raise EntryError(key, f"expected a BlackboardEntry, got {describe(entry)}")
-    try:
-        segment = Segment(segment)
-    except ValueError:
-        raise EntryError(key, f"segment {segment!r} is not 'certify' or 'escalate'") from None
-    measurement = _copy(key, entry.measurement, "measurement")
-    content: dict[str, Any] = {"key": key, "segment": segment.value, "measurement": measurement}
-    if entry.conditions is not None:
-        if entry.predicate is not None:
-            raise EntryError(
-                key,
-                "it has both a predicate and conditions; give predicate for a single value "
-                "or conditions for a dict of components, not both",
-            )
-        content["conditions"] = _conditions(key, entry.conditions, measurement)
-    elif entry.predicate is not None:
-        if not isinstance(entry.predicate, str) or not entry.predicate:
-            raise EntryError(key, f"predicate {entry.predicate!r} must be a non-empty name")
-        content["predicate"] = entry.predicate
-    else:
-        raise EntryError(
-            key,
-            "it has neither a predicate nor conditions; give predicate='name' (or "
-            "conditions={'component': 'name'} for a dict measurement)",
-        )
-    return content
-
-
-def _conditions(key: str, conditions: object, measurement: Any) -> dict[str, str]:
-    if not isinstance(conditions, Mapping) or not conditions:
-        raise EntryError(
-            key,
-            f"conditions must be a non-empty mapping of component to predicate name, got "
-            f"{describe(conditions)}",
-        )
-    for component, name in conditions.items():
-        if not isinstance(component, str) or not isinstance(name, str) or not name:
-            raise EntryError(
-                key,
-                f"condition {component!r}: {name!r} must map a component name to a predicate name",
-            )
-    if not isinstance(measurement, dict) or set(measurement) != set(conditions):
-        have = sorted(measurement) if isinstance(measurement, dict) else describe(measurement)
-        raise EntryError(
-            key,
-            f"its conditions name components {sorted(conditions)} but its measurement has "
-            f"{have}; give the measurement exactly the components the conditions name",
-        )
-    return dict(conditions)
-
-
-def _check_component(state: EntryState, component: object) -> None:
-    if state.conditions is None or not isinstance(state.measurement, dict):
-        raise ComponentError(
-            state.key,
-            component,
-            f"it has a single measurement, not components; there is no "
-            f"component {component!r} to write (write the whole measurement instead)",
-        )
-    if component not in state.conditions:
-        raise ComponentError(
-            state.key,
-            component,
-            f"it has no component {component!r}; its components are {sorted(state.conditions)}",
-        )
-
-
-def _copy(key: str, value: Any, what: str) -> Any:
-    try:
-        return copy_value(value)
-    except NotJSONError as exc:
-        raise EntryError(key, f"its {what} {exc}") from None
-
-
-def _same_entry(state: EntryState, content: Mapping[str, Any]) -> bool:
-    return (
-        state.predicate == content.get("predicate")
-        and state.conditions == content.get("conditions")
-        and state.original == content["measurement"]
-        and state.origin is Segment(content["segment"])
-    )
-
-
-def _resolution_content(
-    state: EntryState, decision: object, by: object, at: object, measurement: Any
-) -> dict[str, Any]:
-    key = state.key
-    for name, value in (("decision", decision), ("by", by)):
-        if not isinstance(value, str) or not value:
-            raise ResolutionError(key, f"{name} must be a non-empty string, got {value!r}")
-    when = datetime.now(UTC) if at is None else at
-    if not isinstance(when, datetime) or when.tzinfo is None:
-        raise ResolutionError(
-            key, f"at must be a timezone-aware datetime, got {at!r}; e.g. datetime.now(UTC)"
-        )
-    content: dict[str, Any] = {"key": key, "decision": decision, "by": by, "at": when.isoformat()}
-    if measurement is not None:
-        try:
-            copied = copy_value(measurement)
-        except NotJSONError as exc:
-            raise ResolutionError(key, f"the new measurement {exc}") from None
-        if state.conditions is not None:
-            try:
-                _conditions(key, state.conditions, copied)
-            except EntryError as exc:
-                raise ResolutionError(key, exc.problem) from None
-        content["measurement"] = copied
-    return content

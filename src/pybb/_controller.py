@@ -20,7 +20,8 @@ from typing import Any
 from blackboard import ProposedContribution, Reject
 from blackboard._faults import fault_point
 from pybb._attempt import AttemptContext, Outcome, run_attempt
-from pybb._blackboard import CONTROLLER, Blackboard, check_key
+from pybb._blackboard import CONTROLLER, Blackboard
+from pybb._entries import check_key
 from pybb._seams import Clock, ControllerObserver, SystemClock
 from pybb._source import KnowledgeSource
 from pybb._state import (

@@ -1,0 +1,152 @@
+"""Checking what a caller gives a blackboard: keys, entries, components, resolutions.
+
+Each check raises the pybb error that names the offending value (nothing is written);
+each builder returns the JSON content of the record to write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pybb._state import EntryState
+from pybb._types import BlackboardEntry, Segment
+from pybb._values import NotJSONError, copy_value, describe
+from pybb.errors import ComponentError, EntryError, ResolutionError
+
+__all__ = [
+    "MAX_KEY",
+    "check_component",
+    "check_conditions",
+    "check_key",
+    "copy_json",
+    "entry_content",
+    "resolution_content",
+    "same_entry",
+]
+
+MAX_KEY = 128
+"""The longest entry key (idempotency keys built from it must fit the kernel's limit)."""
+
+
+def check_key(key: object) -> None:
+    """Refuse an entry key the board cannot use."""
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY:
+        raise EntryError(
+            None,
+            f"key {key!r} is not usable; use a non-empty string of at most {MAX_KEY} characters",
+        )
+
+
+def entry_content(key: str, entry: object, segment: Segment | str) -> dict[str, Any]:
+    check_key(key)
+    if not isinstance(entry, BlackboardEntry):
+        raise EntryError(key, f"expected a BlackboardEntry, got {describe(entry)}")
+    try:
+        segment = Segment(segment)
+    except ValueError:
+        raise EntryError(key, f"segment {segment!r} is not 'certify' or 'escalate'") from None
+    measurement = copy_json(key, entry.measurement, "measurement")
+    content: dict[str, Any] = {"key": key, "segment": segment.value, "measurement": measurement}
+    if entry.conditions is not None:
+        if entry.predicate is not None:
+            raise EntryError(
+                key,
+                "it has both a predicate and conditions; give predicate for a single value "
+                "or conditions for a dict of components, not both",
+            )
+        content["conditions"] = check_conditions(key, entry.conditions, measurement)
+    elif entry.predicate is not None:
+        if not isinstance(entry.predicate, str) or not entry.predicate:
+            raise EntryError(key, f"predicate {entry.predicate!r} must be a non-empty name")
+        content["predicate"] = entry.predicate
+    else:
+        raise EntryError(
+            key,
+            "it has neither a predicate nor conditions; give predicate='name' (or "
+            "conditions={'component': 'name'} for a dict measurement)",
+        )
+    return content
+
+
+def check_conditions(key: str, conditions: object, measurement: Any) -> dict[str, str]:
+    if not isinstance(conditions, Mapping) or not conditions:
+        raise EntryError(
+            key,
+            f"conditions must be a non-empty mapping of component to predicate name, got "
+            f"{describe(conditions)}",
+        )
+    for component, name in conditions.items():
+        if not isinstance(component, str) or not isinstance(name, str) or not name:
+            raise EntryError(
+                key,
+                f"condition {component!r}: {name!r} must map a component name to a predicate name",
+            )
+    if not isinstance(measurement, dict) or set(measurement) != set(conditions):
+        have = sorted(measurement) if isinstance(measurement, dict) else describe(measurement)
+        raise EntryError(
+            key,
+            f"its conditions name components {sorted(conditions)} but its measurement has "
+            f"{have}; give the measurement exactly the components the conditions name",
+        )
+    return dict(conditions)
+
+
+def check_component(state: EntryState, component: object) -> None:
+    if state.conditions is None or not isinstance(state.measurement, dict):
+        raise ComponentError(
+            state.key,
+            component,
+            f"it has a single measurement, not components; there is no "
+            f"component {component!r} to write (write the whole measurement instead)",
+        )
+    if component not in state.conditions:
+        raise ComponentError(
+            state.key,
+            component,
+            f"it has no component {component!r}; its components are {sorted(state.conditions)}",
+        )
+
+
+def copy_json(key: str, value: Any, what: str) -> Any:
+    try:
+        return copy_value(value)
+    except NotJSONError as exc:
+        raise EntryError(key, f"its {what} {exc}") from None
+
+
+def same_entry(state: EntryState, content: Mapping[str, Any]) -> bool:
+    return (
+        state.predicate == content.get("predicate")
+        and state.conditions == content.get("conditions")
+        and state.original == content["measurement"]
+        and state.origin is Segment(content["segment"])
+    )
+
+
+def resolution_content(
+    state: EntryState, decision: object, by: object, at: object, measurement: Any
+) -> dict[str, Any]:
+    key = state.key
+    for name, value in (("decision", decision), ("by", by)):
+        if not isinstance(value, str) or not value:
+            raise ResolutionError(key, f"{name} must be a non-empty string, got {value!r}")
+    when = datetime.now(UTC) if at is None else at
+    if not isinstance(when, datetime) or when.tzinfo is None:
+        raise ResolutionError(
+            key, f"at must be a timezone-aware datetime, got {at!r}; e.g. datetime.now(UTC)"
+        )
+    content: dict[str, Any] = {"key": key, "decision": decision, "by": by, "at": when.isoformat()}
+    if measurement is not None:
+        try:
+            copied = copy_value(measurement)
+        except NotJSONError as exc:
+            raise ResolutionError(key, f"the new measurement {exc}") from None
+        if state.conditions is not None:
+            try:
+                check_conditions(key, state.conditions, copied)
+            except EntryError as exc:
+                raise ResolutionError(key, exc.problem) from None
+        content["measurement"] = copied
+    return content
