@@ -3,7 +3,9 @@
 A model declares regions (append-only levels and versioned premises), registered agents
 and an optional admission rule; ``create_model`` opens a run of it on a store. Every
 write goes through ``model.control``; ``model.reader`` reads levels, premises, the log,
-and the board at any past sequence number.
+and the board at any past sequence number. Processes that share a board's work lease
+keys with ``control.claim`` (renew, release) and write behind a :class:`Fence`, so a
+holder that lost its claim writes nothing (``docs/adr/0006-leased-claims.md``).
 """
 
 from blackboard._claims import Claim, Fence
