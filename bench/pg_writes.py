@@ -1,4 +1,4 @@
-"""Accepted writes per second on PostgreSQL with 1, 2, 4 and 8 writer processes.
+"""Accepted writes per second on PostgreSQL with 1, 2, 4 and 8 writer processes, then W1.
 
 Each run writes the same rows twice, in the same server and the same minute: once through
 the kernel (``control.write``: admission, the board's row lock, the gap-free sequence, the
@@ -8,11 +8,16 @@ guarantees cost over the floor the server sets.
 
     python bench/pg_writes.py [--url postgresql://postgres@127.0.0.1:5432/test]
                               [--writes 4000] [--procs 1,2,4,8] [--rounds 3] [--json out.json]
+                              [--w1-entries 2000] [--w1-workers 1,2,4] [--w1-delay 0,0.002]
 
 Every process is spawned and connected before a shared start time, so start-up is not
 timed; a figure is total writes / (last finish - start). Kernel and raw runs alternate,
 ``--rounds`` times each, and the table shows medians, so a machine busy with other work
 skews both sides alike.
+
+Then W1's entries/s with 1, 2 and 4 ``pybb worker`` processes beside one plain controller
+on the same server (``bench/pg_workers.py``, which also runs alone; ``--w1-workers ""``
+skips it).
 """
 
 from __future__ import annotations
@@ -153,6 +158,9 @@ def main() -> None:
     parser.add_argument("--procs", default="1,2,4,8")
     parser.add_argument("--rounds", type=int, default=3, help="runs per side; medians shown")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--w1-entries", type=int, default=2000, help="W1's entries per run")
+    parser.add_argument("--w1-workers", default="1,2,4", help='worker counts ("": skip W1)')
+    parser.add_argument("--w1-delay", default="0,0.002", help="seconds each W1 attempt waits")
     args = parser.parse_args()
     with psycopg.connect(args.url, autocommit=True) as conn:
         server_version = conn.execute("SHOW server_version").fetchone()
@@ -172,9 +180,30 @@ def main() -> None:
             f" {row['ratio']:>7.2f}",
             flush=True,
         )
+    w1_rows = _w1_with_workers(args) if args.w1_workers else []
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=2)
+            json.dump({"writes": rows, "w1_workers": w1_rows}, handle, indent=2)
+
+
+def _w1_with_workers(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """W1 entries/s with each worker count, beside one plain controller (pg_workers.py)."""
+    import pg_workers  # bench/ is on sys.path when this file runs as a script
+
+    counts = [int(c) for c in args.w1_workers.split(",")]
+    print(f"\nW1, {args.w1_entries} entries, median of {args.rounds} rounds (entries/s)")
+    print(f"{'delay':>7} {'controller':>11} " + " ".join(f"{c} workers".rjust(16) for c in counts))
+    rows = []
+    for delay in (float(d) for d in args.w1_delay.split(",")):
+        rounds = [
+            pg_workers.one_round(args.url, args.w1_entries, counts, delay, 64)
+            for _ in range(args.rounds)
+        ]
+        medians = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+        rows.append({"delay": delay, "entries_per_s": medians, "rounds": rounds})
+        cells = [f"{medians[c]:>7.0f} ({medians[c] / medians[0]:.2f}x)" for c in counts]
+        print(f"{delay * 1000:>5.0f}ms {medians[0]:>11.0f} " + " ".join(cells), flush=True)
+    return rows
 
 
 _DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
