@@ -1,9 +1,12 @@
 """Applications ``pybb worker`` knows by name (see ``pybb._worker.APPS``) beyond W1.
 
 ``attest``: the attestation decision tree (``pybb.attestation``) on a board that
-``pybb attest`` created. The fleet is the one the board names: a demo fleet
-(``demo-<n>-seed-<seed>``) is generated again, identically, on the worker; a fleet
-folder is given with ``--app-option fleet=PATH`` (every worker needs its evidence files).
+``pybb attest --submit`` (or ``pybb attest``) created. The fleet is the one the board
+names: a demo fleet (``demo-<n>-seed-<seed>``) is generated again, identically, on the
+worker; a fleet folder is given with ``--app-option fleet=PATH`` (every worker needs its
+evidence files). A board created with ``--inbox`` holds the human loop: each worker's
+escalations then go through the buddhi supervisor as they happen and become asks, the
+budget kept on the run's own board, so admission stays atomic across workers.
 """
 
 from __future__ import annotations
@@ -24,14 +27,18 @@ _DEMO = re.compile(r"demo-(\d+)-seed-(-?\d+)")
 
 
 def attest_app(context: AppContext) -> Controller:
-    """The attestation tree's controller for the board ``pybb attest`` wrote."""
+    """The attestation tree's controller for the board ``pybb attest`` wrote.
+
+    Supervised (``SupervisedAttestation``'s controller, its supervisor bound) when the
+    board holds the human loop; the plain ``Attestation`` controller otherwise.
+    """
     from pybb.attestation import Attestation, generate_fleet, load_fleet
 
+    name, supervised = _board(context)
     folder = context.options.get("fleet")
     if folder is not None:
         fleet = load_fleet(folder)
     else:
-        name = _fleet_name(context)
         demo = _DEMO.fullmatch(name)
         if demo is None:
             raise PybbError(
@@ -39,19 +46,32 @@ def attest_app(context: AppContext) -> Controller:
                 "its folder with --app-option fleet=PATH"
             )
         fleet = generate_fleet(int(demo[1]), seed=int(demo[2]))
-    return Attestation(fleet, store=context.store, board_id=context.board_id).controller
+    if not supervised:
+        return Attestation(fleet, store=context.store, board_id=context.board_id).controller
+    # Imported here: a plain attestation worker does not load buddhi.
+    from pybb.supervision.attestation import SupervisedAttestation
+
+    session = SupervisedAttestation(fleet, store=context.store, board_id=context.board_id)
+    return session.attestation.controller
 
 
-def _fleet_name(context: AppContext) -> str:
+def _board(context: AppContext) -> tuple[str, bool]:
+    """The fleet's name the board records, and whether the board holds the human loop."""
+    from pybb.attestation._tree import FLEET
+    from pybb.human import ASKS
+
     model = attach(context.store, context.board_id)
     try:
-        identity = model.reader.read_premise("attestation.fleet").value
+        identity = model.reader.read_premise(FLEET).value
+        supervised = ASKS in model.regions
     except BlackboardError as exc:
         raise PybbError(
             f"board {context.board_id!r} is not an attestation board ({exc}); run "
-            "pybb attest --store ... --board-id ... first"
+            "pybb attest --submit --store ... --board-id ... first"
         ) from exc
+    finally:
+        model.close()
     name = identity.get("name") if isinstance(identity, dict) else None
     if not isinstance(name, str):
         raise PybbError(f"board {context.board_id!r} names no fleet ({identity!r:.80})")
-    return name
+    return name, supervised

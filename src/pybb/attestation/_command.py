@@ -12,6 +12,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,23 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from blackboard import BlackboardError
+from blackboard import BlackboardError, ModelMismatchError, attach
 from pybb.attestation._fleet import Fleet, load_fleet, save_fleet
 from pybb.attestation._fleet_errors import FleetError
 from pybb.attestation._generate import generate_fleet
 from pybb.attestation._report import DeviceOutcome, FleetReport
-from pybb.attestation._tree import Attestation
+from pybb.attestation._tree import FLEET, Attestation
 from pybb.errors import PybbError
 
-__all__ = ["DEFAULT_REPORT", "DEFAULT_STORE", "register", "run_attest"]
+__all__ = [
+    "DEFAULT_REPORT",
+    "DEFAULT_STORE",
+    "board_mismatch",
+    "register",
+    "run_attest",
+    "store_problem",
+    "workers_busy",
+]
 
 DEFAULT_STORE = "sqlite:///pybb-attest.db"
 """Where ``pybb attest`` keeps its boards unless told otherwise (the current directory)."""
@@ -54,6 +63,11 @@ Give a fleet FOLDER (classes/*.json, devices/*.json, logs/, optional truth.json)
 The board lives in SQLite (default: pybb-attest.db here); run the same command again
 to resume an interrupted run. Exit status: 0 done, 1 a device with ground truth landed
 elsewhere than expected, 2 the fleet or the store cannot be used.
+
+To share the work among `pybb worker` processes, --submit writes the devices to the
+board and attests nothing (with --inbox, the board also holds the human loop); once
+every worker has ended, the same command without --submit writes the report (with
+--inbox, serves the asks the workers' escalations made and applies the answers).
 """
 
 
@@ -93,10 +107,17 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--submit",
+        action="store_true",
+        help="only write the devices to the board for `pybb worker --app attest` processes "
+        "(attests nothing) and print the commands to run next",
+    )
+    parser.add_argument(
         "--inbox",
         action="store_true",
         help="also serve the run's inbox on 127.0.0.1 and apply answers until Ctrl-C "
-        "(escalations go through the buddhi supervisor; needs mrpybb[inbox])",
+        "(escalations go through the buddhi supervisor; needs mrpybb[inbox]); with "
+        "--submit, only declare the human loop for the workers",
     )
     parser.add_argument(
         "--inbox-port", type=int, default=8765, help="the inbox's port (default 8765; 0: any)"
@@ -113,6 +134,10 @@ def register(subparsers: Any) -> None:
 
 def run_attest(args: argparse.Namespace) -> int:
     """Run ``pybb attest``; return its exit status."""
+    if getattr(args, "submit", False):
+        from pybb.attestation._submit import run_submit
+
+        return run_submit(args)
     if getattr(args, "inbox", False):
         from pybb.supervision._attest_command import run_attest_inbox
 
@@ -124,11 +149,19 @@ def run_attest(args: argparse.Namespace) -> int:
         if args.save_fleet is not None:
             save_fleet(fleet, args.save_fleet)
             console.print(f"fleet written to {args.save_fleet}")
-        attestation = Attestation(
-            fleet, store=args.store, board_id=args.board_id, chunk_size=args.chunk
-        )
+        board_id = args.board_id or f"attest-{fleet.name}"
+        attestation = Attestation(fleet, store=args.store, board_id=board_id, chunk_size=args.chunk)
+    except ModelMismatchError:
+        problem = board_mismatch(args.store, board_id)
+        errors.print(f"pybb attest: {problem}", markup=False, soft_wrap=True)
+        return 2
     except (PybbError, BlackboardError, ValueError, OSError) as exc:
         errors.print(f"pybb attest: {exc}", markup=False)
+        return 2
+    busy = workers_busy(attestation)
+    if busy is not None:
+        attestation.close()
+        errors.print(f"pybb attest: {busy}", markup=False, soft_wrap=True)
         return 2
     with attestation:
         console.print(
@@ -162,6 +195,70 @@ def _fleet(args: argparse.Namespace) -> Fleet:
             raise FleetError(f"--demo needs a positive number of devices, got {args.demo}")
         return generate_fleet(args.demo, seed=args.seed)
     return load_fleet(args.folder)
+
+
+def store_problem(store: object) -> str | None:
+    """Why other processes could not open ``store`` (``None``: they can)."""
+    if isinstance(store, str) and store.startswith(("sqlite:", "postgresql:", "postgres:")):
+        return None
+    return (
+        f"--store {store!r} is not a store other processes can open; give a "
+        "postgresql://... URL (or sqlite:///path.db for workers on this machine)"
+    )
+
+
+def board_mismatch(store: str, board_id: str, *, inbox: bool = False) -> str:
+    """Why the board was declared otherwise than ``pybb attest [--inbox]`` declares it.
+
+    One line that says what to do instead: the kernel's own message carries both
+    declarations in full, which tells a person little.
+    """
+    from pybb.human import ASKS
+
+    try:
+        model = attach(store, board_id)
+    except BlackboardError:
+        regions: set[str] = set()
+    else:
+        regions = set(model.regions)
+        model.close()
+    if FLEET not in regions:
+        return (
+            f"board {board_id!r} in {store} is not an attestation board; give another "
+            "--board-id or --store"
+        )
+    if inbox and ASKS not in regions:
+        return (
+            f"board {board_id!r} was attested or submitted without --inbox, so it holds no "
+            "human loop; drop --inbox, or attest again on another --board-id or --store"
+        )
+    if not inbox and ASKS in regions:
+        return (
+            f"board {board_id!r} holds the human loop (it was attested or submitted with "
+            "--inbox); add --inbox, or give another --board-id or --store"
+        )
+    return (
+        f"board {board_id!r} was created by another version of pybb attest (its regions "
+        "differ); give another --board-id or --store"
+    )
+
+
+def workers_busy(attestation: Attestation) -> str | None:
+    """Why this process must not attest the board now: workers hold live claims on it.
+
+    A controller here would work the devices the workers hold without their fences;
+    lapsed claims (a killed worker's) do not count, their devices are done here instead.
+    """
+    now = datetime.now(UTC)
+    live = [c for c in attestation.blackboard.model.reader.claims() if c.expires > now]
+    if not live:
+        return None
+    holders = sorted({claim.holder for claim in live})
+    return (
+        f"{len(holders)} worker(s) (e.g. {holders[0]}) are still attesting board "
+        f"{attestation.board_id!r}, {len(live)} device(s) claimed; run this again once every "
+        "pybb worker has ended (each prints one line when it does)"
+    )
 
 
 def _run(attestation: Attestation, errors: Console, quiet: bool) -> FleetReport:

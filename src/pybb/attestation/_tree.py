@@ -463,6 +463,26 @@ class Attestation:
                 tell(done, total)
         return self.report()
 
+    def submit(self) -> int:
+        """Write the devices not yet on the board as entries, and run nothing.
+
+        For ``pybb worker --app attest`` processes to work on (``docs/workers.md``):
+        devices already on the board stay as they are, so submitting twice writes
+        nothing the second time.
+
+        Returns:
+            How many devices were written now.
+        """
+        self.controller.refresh()  # another process may have written since this view
+        written = 0
+        for chunk in self._chunks():
+            new = [device for device in chunk if not self._on_board(device)]
+            if new:
+                self._write(new)
+                self._context.evidence.clear()
+                written += len(new)
+        return written
+
     def _chunks(self) -> Iterator[tuple[str, ...]]:
         devices = self.fleet.devices
         for start in range(0, len(devices), self.chunk_size):

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from blackboard import BlackboardError, Model, ModelMismatchError
 from pybb.attestation import FleetReport
-from pybb.attestation._command import _fleet, _print
+from pybb.attestation._command import _fleet, _print, board_mismatch, workers_busy
 from pybb.errors import PybbError
 from pybb.supervision.attestation import SupervisedAttestation
 
@@ -51,18 +51,22 @@ def run_attest_inbox(args: argparse.Namespace) -> int:
         )
         return 2
     try:
+        fleet = _fleet(args)
+        board_id = args.board_id or f"attest-{fleet.name}"
         session = SupervisedAttestation(
-            _fleet(args), store=args.store, board_id=args.board_id, chunk_size=args.chunk
+            fleet, store=args.store, board_id=board_id, chunk_size=args.chunk
         )
     except ModelMismatchError:
-        errors.print(
-            "pybb attest --inbox: this board was attested without --inbox, so it holds no "
-            "human loop; attest again on another --board-id or --store",
-            markup=False,
-        )
+        problem = board_mismatch(args.store, board_id, inbox=True)
+        errors.print(f"pybb attest --inbox: {problem}", markup=False, soft_wrap=True)
         return 2
     except (PybbError, BlackboardError, ValueError, OSError) as exc:
         errors.print(f"pybb attest: {exc}", markup=False)
+        return 2
+    busy = workers_busy(session.attestation)
+    if busy is not None:
+        session.close()
+        errors.print(f"pybb attest --inbox: {busy}", markup=False, soft_wrap=True)
         return 2
     with session:
         return _serve(args, session, console, errors)
