@@ -1,7 +1,7 @@
 """Shared data for the event-log tests: the real logs, their expected PCRs, a builder.
 
-The real logs live in ``shared/attestation/eventlogs`` beside the repository (read
-only); tests that need them are skipped with a reason when that folder is missing.
+The real logs are copied from ``shared/attestation/eventlogs`` (beside the repository)
+into ``eventlogs/`` here, with tpm2-tools' licence, so a checkout anywhere tests them.
 """
 
 from __future__ import annotations
@@ -22,16 +22,9 @@ HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 
 
-def _repo_root() -> Path:
-    for folder in HERE.parents:
-        if (folder / "pyproject.toml").is_file():
-            return folder
-    raise RuntimeError(f"no pyproject.toml above {HERE}")
-
-
-EVENTLOGS = _repo_root().parent / "shared" / "attestation" / "eventlogs"
+EVENTLOGS = HERE / "eventlogs"
 EXPECTED = EVENTLOGS / "expected"
-MISSING_DATA = f"the shared event logs are not at {EVENTLOGS} (shared/ beside the repo)"
+MISSING_DATA = f"the event logs are not at {EVENTLOGS} (copy shared/attestation/eventlogs there)"
 
 
 def all_logs() -> list[Path]:
