@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 from buddhi._asks import Ask
 from buddhi._budget import GLOBAL_SCOPE, Bar, ScopePath
@@ -131,7 +131,7 @@ class EscalationTransport(ABC):
     def close(self) -> None:  # noqa: B027 - a transport without resources needs no cleanup
         """Release the transport's resources; closing twice is harmless."""
 
-    def __enter__(self) -> EscalationTransport:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 from buddhi._budget import Bar, Scope, ScopePath, window_start
 from buddhi.errors import (
@@ -370,7 +370,7 @@ class Store(ABC):
     def close(self) -> None:  # noqa: B027 - a store without resources needs no cleanup
         """Release the store's resources; closing twice is harmless."""
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -39,7 +39,7 @@ def snapshot(store: Store) -> Snapshot:
 
 def policy(**changes: Any) -> Policy:
     """The default reference policy with some fields changed."""
-    fields = {
+    fields: dict[str, Any] = {
         "confidence_threshold": DEFAULT_POLICY.confidence_threshold,
         "question": DEFAULT_POLICY.question,
         "options": DEFAULT_POLICY.options,

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 from blackboard.stores import Store as BoardBackend
 from blackboard.stores import open_store
@@ -176,7 +176,7 @@ def arm_kill(url: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    module.apply_writes = dying
+    vars(module)["apply_writes"] = dying  # the store module's global, looked up per call
 
 
 # -- the pool ---------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ class Pool:
             ready = wait(list(pending), timeout=max(0.0, deadline - time.monotonic()))
             if not ready:
                 raise TimeoutError(f"workers {sorted(pending.values())} did not answer")
-            for conn in ready:
+            for conn in cast("list[Connection]", ready):  # wait() returns some of its arguments
                 results[pending[conn]] = self._receive(pending[conn], conn)
         return results
 

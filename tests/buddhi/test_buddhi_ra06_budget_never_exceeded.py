@@ -30,6 +30,7 @@ from buddhi import (
     Exclusions,
     GraduatedBar,
     Item,
+    Outcome,
     Scope,
     ScopeCounter,
     ScopePath,
@@ -171,8 +172,13 @@ def test_ra06_contenders_racing_a_window_boundary_never_overshoot_either_window(
     store = MemoryStore(clock)
     hour = timedelta(hours=1)
     BudgetTree.single_pool(5, hour).install(store)
+
+    def tick() -> None:
+        time.sleep(0.0005)
+        clock.advance(hour)
+
     for _ in range(20):
-        ticker = threading.Thread(target=lambda: (time.sleep(0.0005), clock.advance(hour)))
+        ticker = threading.Thread(target=tick)
         ticker.start()
         trial = contend(store, ("global",), Trial(5))
         ticker.join()
@@ -196,9 +202,9 @@ def test_sixteen_threads_escalating_at_once_never_overspend() -> None:
         assert seams.store.counter(("global",)).spent == len(escalated)
 
 
-def escalate_together(seams: Seams) -> list[object]:
+def escalate_together(seams: Seams) -> list[Outcome]:
     barrier = threading.Barrier(CONTENDERS)
-    outcomes: list[object] = [None] * CONTENDERS
+    outcomes: list[Outcome | None] = [None] * CONTENDERS
 
     def contender(index: int) -> None:
         item = Item(f"i{index}", "s", confidence=0.0)
@@ -210,7 +216,9 @@ def escalate_together(seams: Seams) -> list[object]:
         thread.start()
     for thread in threads:
         thread.join()
-    return outcomes
+    finished = [o for o in outcomes if o is not None]
+    assert len(finished) == CONTENDERS, "a contender raised"
+    return finished
 
 
 def test_sixteen_threads_over_a_tree_keep_every_invariant() -> None:

@@ -212,10 +212,12 @@ def test_the_collecting_transport_is_thread_safe_and_closes() -> None:
     transport = CollectingTransport()
     seams = build_seams(ceiling=1000)
     ask = ReferencePack().build_ask(Item("i", "s"), Spend("m", "low", 1, RouterPick("m", "low")))
-    threads = [
-        threading.Thread(target=lambda: [transport.deliver(ask) for _ in range(100)])
-        for _ in range(8)
-    ]
+
+    def deliver_100() -> None:
+        for _ in range(100):
+            transport.deliver(ask)
+
+    threads = [threading.Thread(target=deliver_100) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

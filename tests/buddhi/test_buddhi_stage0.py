@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pytest
 from buddhi_support import policy
@@ -20,7 +21,7 @@ def test_the_seed_path_and_the_facade_are_the_same_function() -> None:
 
 def test_conditioning_is_a_one_to_one_identity_pass_through() -> None:
     payload = {"reading": [1, 2, 3]}
-    raw = [
+    raw: list[Item | Mapping[str, object]] = [
         {"id": "a", "source": "s", "payload": payload, "confidence": 0.5},
         {"id": "b", "source": "t", "history": [{"score": 1.0}, {"transient": True}, {}]},
         Item("c", "u", "kept"),
@@ -86,7 +87,7 @@ def test_raw_input_stage0_cannot_type_is_named(raw: object, message: str) -> Non
 
 def test_a_hook_returning_a_non_flag_is_refused() -> None:
     with pytest.raises(ConditioningError, match="returned 1 for raw input #0"):
-        condition([{"id": "a", "source": "s"}], lambda item: 1)  # type: ignore[arg-type,return-value]
+        condition([{"id": "a", "source": "s"}], lambda item: 1)  # type: ignore[arg-type]
 
 
 def test_items_refuse_bad_fields_directly() -> None:
