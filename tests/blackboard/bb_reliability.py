@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blackboard import Agent, Level, Model, Premise, Record, create_model
+from blackboard import Agent, Fence, Level, Model, Premise, Record, create_model
 from blackboard.stores import PendingWrite, SQLiteStore, Store, apply_writes
 from blackboard.stores._base import AppendOutcome
 from blackboard.stores._sqlite import _SQLiteTxn
@@ -317,7 +317,9 @@ class SequenceFirstStore(SQLiteStore):
     has used up its number and leaves a gap.
     """
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         count = len(writes)
 
         def take(cur: sqlite3.Cursor) -> int:
@@ -332,7 +334,7 @@ class SequenceFirstStore(SQLiteStore):
         first: int = self._run("take sequence numbers", take)
 
         def work(cur: sqlite3.Cursor) -> list[AppendOutcome]:
-            return apply_writes(_TakenNumbers(cur, board_id, first), writes)
+            return apply_writes(_TakenNumbers(cur, board_id, first), writes, fence)
 
         outcomes: list[AppendOutcome] = self._run("append", work)
         return outcomes

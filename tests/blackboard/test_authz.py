@@ -25,6 +25,7 @@ import pytest
 
 from blackboard import (
     Agent,
+    Fence,
     IdempotencyKeyError,
     Level,
     Model,
@@ -106,7 +107,7 @@ def test_every_agent_region_and_operation_allowed_and_forbidden(store_spec: Stor
 
 
 def test_unregistered_writers_follow_agents_only(store_spec: StoreSpec) -> None:
-    writes_to = {a: [] for a in AGENTS}
+    writes_to: dict[str, list[str]] = {a: [] for a in AGENTS}
     store = store_spec.open()
     loose = _matrix_model(store, "loose", writes_to)
     strict = create_model(
@@ -144,22 +145,24 @@ def test_identity_comes_from_the_caller_never_from_the_payload(store_spec: Store
 # -- a revoke racing writers -----------------------------------------------------------
 
 
-class _PermissionOutsideTheTransaction:
+def _permission_outside_the_transaction(writes: Sequence[PendingWrite]) -> list[PendingWrite]:
     """BROKEN ON PURPOSE: the admitting transaction no longer checks permission, so only
     the kernel's early check (made before the lock) stands between a revoke and a write."""
-
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
-        unchecked = [dataclasses.replace(w, check_permission=False) for w in writes]
-        outcomes: list[AppendOutcome] = super().append(board_id, unchecked)  # type: ignore[misc]
-        return outcomes
+    return [dataclasses.replace(w, check_permission=False) for w in writes]
 
 
-class TrustingMemoryStore(_PermissionOutsideTheTransaction, MemoryStore):
-    pass
+class TrustingMemoryStore(MemoryStore):
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
+        return super().append(board_id, _permission_outside_the_transaction(writes), fence)
 
 
-class TrustingSQLiteStore(_PermissionOutsideTheTransaction, SQLiteStore):
-    pass
+class TrustingSQLiteStore(SQLiteStore):
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
+        return super().append(board_id, _permission_outside_the_transaction(writes), fence)
 
 
 def _store(spec: StoreSpec, broken: bool) -> Store:

@@ -100,6 +100,7 @@ def test_threads_get_exactly_one_to_n(local_store_spec: StoreSpec) -> None:
         seqs = [seq for _, seq in report.acks]
         assert seqs == sorted(seqs)
     if local_store_spec.kind == "sqlite":
+        assert local_store_spec.url is not None
         assert sqlite_board_violations(local_store_spec.url[len("sqlite:///") :], "threads") == []
 
 

@@ -156,6 +156,7 @@ class Case:
 def _case(rng: random.Random) -> Case:
     category = rng.choice(CATEGORIES)
     pick = rng.choice
+    bad: Any  # a hostile value: outside the parameter's type on purpose
     if category == "writer-type":
         bad = pick([*NOT_STR, "", "@board", "@x", "\ud800"])
         return Case(
@@ -339,6 +340,7 @@ def _verdict(case: Case, outcome: Any) -> str | None:
 def _schema(spec: StoreSpec) -> list[tuple[Any, ...]]:
     if spec.kind != "sqlite":
         return []
+    assert spec.url is not None
     with closing(sqlite3.connect(spec.url.removeprefix("sqlite:///"))) as conn:
         return sorted(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
 

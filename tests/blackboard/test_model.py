@@ -29,7 +29,7 @@ from blackboard.errors import StoreConfigError
 from blackboard.stores import open_store
 from storekit import StoreSpec
 
-REGIONS = [Level("findings"), Premise("window")]
+REGIONS: list[Level | Premise] = [Level("findings"), Premise("window")]
 
 
 def _open(spec: StoreSpec, **kwargs: Any) -> Model:
@@ -165,6 +165,7 @@ def test_control_loop_runs_agents_until_quiescent(store_spec: StoreSpec) -> None
     def count_down(note: Notification) -> None:
         value = note.record.content
         if value > 0:
+            assert note.record.version is not None  # a premise record carries its version
             holder["m"].control.set_premise(
                 "counter", "window", value - 1, expected_version=note.record.version
             )

@@ -31,6 +31,7 @@ from blackboard import (
     Reject,
     Rejected,
     RejectionCause,
+    WriteResult,
     Written,
     create_model,
 )
@@ -266,10 +267,20 @@ class BrokenCasMachine(MemoryBoardMachine):
         super().__init__()
         real = self.model.control.set_premise
 
-        def unguarded(writer: str, premise: str, value: Any, *, expected_version: int) -> Any:
+        def unguarded(
+            writer: str,
+            premise: str,
+            value: Any,
+            *,
+            expected_version: int,
+            idempotency_key: str | None = None,
+        ) -> WriteResult:
             current = self.model.reader.read_premise(premise).version
-            return real(writer, premise, value, expected_version=current)
+            return real(
+                writer, premise, value, expected_version=current, idempotency_key=idempotency_key
+            )
 
+        # the negative control swaps the method on this one Control instance
         self.model.control.set_premise = unguarded  # type: ignore[method-assign]
 
 

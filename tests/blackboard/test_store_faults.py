@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, TypeVar, overload
 
 import pytest
 from bb_reliability import raw_connect, sqlite_board_violations
@@ -25,6 +25,7 @@ from bb_reliability import raw_connect, sqlite_board_violations
 from blackboard import (
     Agent,
     BlackboardError,
+    Fence,
     Level,
     Model,
     Outcome,
@@ -38,6 +39,8 @@ from blackboard.stores import AppendOutcome, PendingWrite, SQLiteStore, apply_wr
 from blackboard.stores._sqlite import _SQLiteTxn
 
 # -- fault injection -------------------------------------------------------------------
+
+_CursorT = TypeVar("_CursorT", bound=sqlite3.Cursor)
 
 
 @dataclass
@@ -73,7 +76,13 @@ class FaultyConnection(sqlite3.Connection):
         self.plan.tick()
         return super().execute(sql, parameters)
 
-    def cursor(self, factory: Any = None) -> sqlite3.Cursor:
+    @overload
+    def cursor(self, factory: None = None) -> sqlite3.Cursor: ...
+    @overload
+    def cursor(self, factory: Callable[[sqlite3.Connection], _CursorT]) -> _CursorT: ...
+    def cursor(
+        self, factory: Callable[[sqlite3.Connection], sqlite3.Cursor] | None = None
+    ) -> sqlite3.Cursor:
         return super().cursor(factory or FaultyCursor)
 
     def rollback(self) -> None:
@@ -83,7 +92,7 @@ class FaultyConnection(sqlite3.Connection):
 
 
 class FaultyCursor(sqlite3.Cursor):
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+    def execute(self, sql: str, parameters: Any = (), /) -> Self:
         connection = self.connection
         assert isinstance(connection, FaultyConnection)
         connection.plan.tick()
@@ -336,9 +345,11 @@ def test_when_rollback_fails_too_the_lock_is_released_and_the_store_says_so(
 class TwoStepStore(SQLiteStore):
     """BROKEN ON PURPOSE: commits the record, then bumps the head in a second transaction."""
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         outcomes: list[AppendOutcome] = self._run(
-            "append", lambda cur: apply_writes(_NoHeadBump(cur, board_id), writes)
+            "append", lambda cur: apply_writes(_NoHeadBump(cur, board_id), writes, fence)
         )
         head = max((o.record.sequence for o in outcomes if hasattr(o, "record")), default=0)
         if head:

@@ -223,7 +223,8 @@ def test_idempotent_repeat_after_close_still_reports_the_first_outcome(
     model = _model(store_spec)
     model.control.write("w", "findings", {"f": 1}, idempotency_key="k1")
     model.control.abort("done")
-    assert model.control.write("w", "findings", {"f": 1}, idempotency_key="k1").repeat
+    again = model.control.write("w", "findings", {"f": 1}, idempotency_key="k1")
+    assert isinstance(again, Written) and again.repeat
 
 
 def test_idempotency_key_reused_for_another_write_is_an_error(store_spec: StoreSpec) -> None:
@@ -319,6 +320,7 @@ def test_subscribers_are_notified_in_order_outside_the_lock(store_spec: StoreSpe
         seen.append(note)
         # Writing from inside a notification must not deadlock: the lock is not held.
         if note.record.region == "window" and note.record.content < 7:
+            assert note.record.version is not None  # a premise record carries its version
             holder["m"].control.set_premise(
                 "echo", "window", note.record.content + 1, expected_version=note.record.version
             )

@@ -20,7 +20,9 @@ LEASE = timedelta(seconds=0.25)
 KEYS = [f"k{i}" for i in range(6)]
 
 
-def claimer(url: str, board: str, holder: str, seconds: float, seed: int, fenced: bool) -> dict:
+def claimer(
+    url: str, board: str, holder: str, seconds: float, seed: int, fenced: bool
+) -> dict[str, int]:
     """Claim keys, write behind a fence on each, now and then stall past the lease.
 
     Returns counts of what happened; the board's log is the history the parent checks.

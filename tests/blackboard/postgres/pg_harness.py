@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/blackboard
 
 from bb_reliability import LogRow, WriterReport, run_violations, sequence_violations
 
-from blackboard import Record
+from blackboard import Fence, Record
 from blackboard.stores import PendingWrite, apply_writes
 from blackboard.stores._base import AppendOutcome
 from blackboard.stores._postgres import PostgresStore, _PgTxn
@@ -248,10 +248,12 @@ class SequenceStore(PostgresStore):
         with self._pool.connection() as conn:
             conn.execute("CREATE SEQUENCE IF NOT EXISTS bb_broken_seq")
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         def work(conn: Any) -> tuple[list[AppendOutcome], str]:
             txn = _SequenceTxn(conn, board_id)
-            outcomes = apply_writes(txn, writes)
+            outcomes = apply_writes(txn, writes, fence)
             txn.finish()
             return outcomes, txn.xid
 
@@ -273,10 +275,12 @@ class TwoTransactionStore(PostgresStore):
     A fault between the two leaves records the counter does not cover: a partial write.
     """
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         def records(conn: Any) -> tuple[list[AppendOutcome], str, int, int | None]:
             txn = _PgTxn(conn, board_id)
-            outcomes = apply_writes(txn, writes)
+            outcomes = apply_writes(txn, writes, fence)
             return outcomes, txn.xid, txn.head(), txn.closed_at()
 
         outcomes, _, head, closed = self._transact("keep records", records, lambda r: r[1])
@@ -297,14 +301,16 @@ class UnguardedCasStore(PostgresStore):
     pass the check, both succeed.
     """
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         names = {w.region for w in writes if w.expected_version is not None and w.region}
         versions = {name: self._version(board_id, name) for name in names}
         time.sleep(0.002)  # the window between the read and the write
 
         def work(conn: Any) -> tuple[list[AppendOutcome], str]:
             txn = _StaleVersions(conn, board_id, versions)
-            outcomes = apply_writes(txn, writes)
+            outcomes = apply_writes(txn, writes, fence)
             txn.finish()
             return outcomes, txn.xid
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from blackboard import Fence, Record
 from blackboard.stores import MemoryStore, PendingWrite, Store, apply_writes
 from blackboard.stores._base import AppendOutcome
 from blackboard.stores._memory import _Txn
@@ -42,7 +43,7 @@ class _BrokenTxn(_Txn):
     def unique_holder(self, region: str, key: str) -> int | None:
         return None if self.breaks == "no-unique" else super().unique_holder(region, key)
 
-    def find_key(self, key: str) -> tuple[object, str] | None:  # type: ignore[override]
+    def find_key(self, key: str) -> tuple[Record, str] | None:
         return None if self.breaks == "no-idempotency" else super().find_key(key)
 
     def permitted(self, agent: str, region: str) -> bool:
@@ -62,14 +63,16 @@ class BrokenMemoryStore(MemoryStore):
         super().__init__()
         self.breaks = breaks
 
-    def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+    ) -> list[AppendOutcome]:
         if self.breaks == "racy":
-            return self._racy_append(board_id, writes)
+            return self._racy_append(board_id, writes, fence)
         with self._changed:
             txn = _BrokenTxn(self._board(board_id))
             txn.breaks = self.breaks
             try:
-                outcomes = apply_writes(txn, writes)
+                outcomes = apply_writes(txn, writes, fence)
             except BaseException:
                 if self.breaks == "not-atomic":
                     txn.commit()  # keeps the writes before the one that raised
@@ -78,16 +81,18 @@ class BrokenMemoryStore(MemoryStore):
             self._changed.notify_all()
             return outcomes
 
-    def _racy_append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+    def _racy_append(
+        self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None
+    ) -> list[AppendOutcome]:
         txn = _Txn(self._board(board_id))  # judged without the lock...
-        outcomes = apply_writes(txn, writes)
+        outcomes = apply_writes(txn, writes, fence)
         time.sleep(0.0005)
         with self._changed:  # ...and kept under it
             txn.commit()
             self._changed.notify_all()
         return outcomes
 
-    def read_log(self, board_id: str, after: int = 0, until: int | None = None) -> list:  # type: ignore[type-arg]
+    def read_log(self, board_id: str, after: int = 0, until: int | None = None) -> list[Record]:
         records = super().read_log(board_id, after, until)
         return records[1:] if self.breaks == "read-log-skips" and after > 0 else records
 
@@ -140,13 +145,15 @@ def test_check_store_reports_errors_from_writer_threads() -> None:
             self.calls = 0
             self.guard = threading.Lock()
 
-        def append(self, board_id: str, writes: Sequence[PendingWrite]) -> list[AppendOutcome]:
+        def append(
+            self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
+        ) -> list[AppendOutcome]:
             with self.guard:
                 self.calls += 1
                 failing = self.calls > 60
             if failing and len(writes) == 1 and writes[0].region == "l":
                 raise RuntimeError("flaky")
-            return super().append(board_id, writes)
+            return super().append(board_id, writes, fence)
 
     store = FlakyStore()
     make: Callable[[], Store] = lambda: store  # noqa: E731

@@ -25,6 +25,7 @@ from pg_harness import PgSpace, pg_space
 from blackboard import (
     Claim,
     ContentError,
+    Control,
     Fence,
     Level,
     ProposedContribution,
@@ -129,7 +130,9 @@ class BrokenClaims(MemoryStore):
         super().__init__()
         self.breaks = breaks
 
-    def claim(self, board_id, holder, keys, limit, lease):  # type: ignore[no-untyped-def]
+    def claim(
+        self, board_id: str, holder: str, keys: Sequence[str], limit: int, lease: timedelta
+    ) -> list[Claim]:
         if self.breaks == "claims-ignore-holders":
             with self._lock:
                 self._board(board_id).claims.clear()  # as if nobody held anything
@@ -204,7 +207,11 @@ def test_a_fenced_append_and_a_takeover_never_overlap(pg_space: PgSpace) -> None
             time.sleep(0.02)  # lapsed: the rival may take it while we write
             barrier = threading.Barrier(2)
 
-            def take(control=them.control, name=rival, barrier=barrier) -> None:  # type: ignore[no-untyped-def]
+            def take(
+                control: Control = them.control,
+                name: str = rival,
+                barrier: threading.Barrier = barrier,
+            ) -> None:
                 barrier.wait()
                 results.extend(control.claim(name, ["k"], lease=LONG))
 
@@ -233,7 +240,7 @@ def test_a_fenced_append_and_a_takeover_never_overlap(pg_space: PgSpace) -> None
 
 def _run_claimers(
     space: PgSpace, fenced: bool, seconds: float = 3.0
-) -> tuple[list[str], list[dict]]:
+) -> tuple[list[str], list[dict[str, int]]]:
     board = f"claims-{uuid.uuid4().hex[:8]}"
     with PostgresStore(space.url) as store:
         model = create_model([Level("work")], store=store, board_id=board)

@@ -162,7 +162,7 @@ def _lines(path: Path) -> int:
 def _check_versions(ops: list[Op], space: PgSpace, board: str) -> None:
     """Each successful CAS set expected + 1; no two succeeded from one version."""
     succeeded = [op for op in ops if op.f == "cas" and op.status == "ok"]
-    assert all(op.result == op.expected + 1 for op in succeeded)  # type: ignore[operator]
+    assert all(op.expected is not None and op.result == op.expected + 1 for op in succeeded)
     twice = Counter((op.key, op.expected) for op in succeeded)
     assert [k for k, n in twice.items() if n > 1] == []
     assert space.violations(board) == []

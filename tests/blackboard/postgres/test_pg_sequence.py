@@ -45,7 +45,10 @@ def workers() -> Iterator[Workers]:
     pool.close()
 
 
-def _run(workers: Workers, space: PgSpace, board: str, writes: int, close_within: float | None):
+def _run(
+    workers: Workers, space: PgSpace, board: str, writes: int, close_within: float | None
+) -> tuple[list[str], list[WriterReport], int, float, int]:
+    """Problems found, each writer's report, aborted batches, the slowest writer's seconds, head."""
     open_model("levels", space.url, board).store.close()
     start = go_at()
     for n in range(WRITERS):

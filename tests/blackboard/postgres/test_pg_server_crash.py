@@ -23,13 +23,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from pg_harness import PgSpace, pg_space
 
-from blackboard import Level, StoreError, Written, create_model
+from blackboard import Control, Level, StoreError, Written, create_model
 from blackboard.stores._postgres import PostgresStore
 from storekit import PG_URL, pg_server, pg_unavailable, sized
 
@@ -132,9 +133,9 @@ class Writer:
         finally:
             store.close()
 
-    def _write(self, control: object, i: int) -> bool:
+    def _write(self, control: Control, i: int) -> bool:
         try:
-            result = control.write("w", "events", {"i": i}, idempotency_key=f"k{i}")  # type: ignore[attr-defined]
+            result = control.write("w", "events", {"i": i}, idempotency_key=f"k{i}")
         except StoreError:
             self.failures += 1
             time.sleep(0.02)
@@ -183,7 +184,7 @@ def lost_writes(space: PgSpace, writer: Writer) -> list[str]:
 class AsyncCommitStore(PostgresStore):
     """BROKEN ON PURPOSE: COMMIT returns before the WAL is flushed (an ack that can be lost)."""
 
-    def _configure(self, conn: psycopg.Connection) -> None:  # type: ignore[type-arg]
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
         super()._configure(conn)
         conn.execute("SET synchronous_commit = off")
 

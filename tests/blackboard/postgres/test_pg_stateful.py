@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import rule
 from test_stateful import BoardMachine
 
+from blackboard import WriteResult
 from blackboard.stores import Store
 from blackboard.stores._postgres import PostgresStore
 from storekit import drop_pg_schema, new_pg_schema, pg_server, sized
@@ -74,10 +75,20 @@ class UnguardedPgMachine(PgBoardMachine):
     def _unguard(self) -> None:
         real = self.model.control.set_premise
 
-        def unguarded(writer: str, premise: str, value: Any, *, expected_version: int) -> Any:
+        def unguarded(
+            writer: str,
+            premise: str,
+            value: Any,
+            *,
+            expected_version: int,
+            idempotency_key: str | None = None,
+        ) -> WriteResult:
             current = self.model.reader.read_premise(premise).version
-            return real(writer, premise, value, expected_version=current)
+            return real(
+                writer, premise, value, expected_version=current, idempotency_key=idempotency_key
+            )
 
+        # the negative control swaps the method on this one Control instance
         self.model.control.set_premise = unguarded  # type: ignore[method-assign]
 
 
