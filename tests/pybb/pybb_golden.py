@@ -48,7 +48,8 @@ class MenuSource(KnowledgeSource):
             component=spec.get("component"),
             retry=None if retry is None else RetryPolicy(timedelta(seconds=retry[0]), retry[1]),
         )
-        self.kind, self.arg = spec["kind"], spec.get("arg")
+        self.kind: str = spec["kind"]
+        self.arg: Any = spec.get("arg")  # the kind's one argument, as the scenario's JSON has it
 
     def execute(self, blackboard: Blackboard, key: str) -> Any:
         measurement = blackboard.get_entry(key).measurement
@@ -62,7 +63,12 @@ class MenuSource(KnowledgeSource):
             blackboard.write_component(key, arg, 0)
         if kind in ("confirm", "report", "rogue", "noop"):
             return None
-        new = {"add": lambda: value + arg, "set": lambda: arg, "half": lambda: value // 2}[kind]()
+        compute: dict[str, Callable[[], Any]] = {
+            "add": lambda: value + arg,
+            "set": lambda: arg,
+            "half": lambda: value // 2,
+        }
+        new = compute[kind]()
         if self.component:
             blackboard.write_component(key, self.component, new)
             return None
@@ -169,7 +175,8 @@ def scenario(seed: int) -> dict[str, Any]:
     component_sources = [
         _source(rng, f"c{i}", rng.choice("xy"), COMPONENT_KINDS) for i in range(rng.randint(0, 3))
     ]
-    entries, routes = [], {}
+    entries: list[dict[str, Any]] = []
+    routes: dict[str, dict[str, list[str]]] = {}
     for i in range(rng.randint(2, 10)):
         key = f"e{i}"
         if component_sources and rng.random() < 0.3:

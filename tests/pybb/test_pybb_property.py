@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -104,7 +105,7 @@ def check(scenario: tuple[dict[str, int], list[Scripted], list[str]]) -> None:
     assert board.get_entry("p").good_standing == (fixed == set(start))
 
 
-def _after(measurement: dict[str, int], data: dict[str, Any]) -> dict[str, int]:
+def _after(measurement: dict[str, int], data: Mapping[str, Any]) -> dict[str, int]:
     updated = dict(measurement)
     if "component" in data and "value" in data:
         updated[data["component"]] = data["value"]

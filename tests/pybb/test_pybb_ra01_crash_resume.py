@@ -40,11 +40,14 @@ HERE = Path(__file__).parent
 CHILD = HERE / "pybb_child.py"
 KILLS = sized(100, 1000)
 
+Row = tuple[int, str, str | None, str, str, str | None]
+"""A record as SQLite keeps it: seq, kind, region, writer, payload (JSON text), ikey."""
+
 
 @dataclass
 class Reference:
     digest: str
-    rows: list[tuple[object, ...]]
+    rows: list[Row]
     boundaries: set[int]
     seconds: float
 
@@ -79,7 +82,7 @@ def acks_and_done(out: bytes) -> tuple[list[int], str | None]:
     return acks, done
 
 
-def board_rows(db: Path) -> tuple[list[str], list[tuple[object, ...]]]:
+def board_rows(db: Path) -> tuple[list[str], list[Row]]:
     """The records, read with plain sqlite3, and what is wrong with the file's bookkeeping."""
     problems: list[str] = []
     with closing(sqlite3.connect(db)) as conn:

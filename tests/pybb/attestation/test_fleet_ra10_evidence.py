@@ -77,7 +77,7 @@ def _without(stem: str, key: str) -> dict[str, Any]:
     return data
 
 
-WRONG = [5, None, [], {}, True, -1]
+WRONG: list[object] = [5, None, [], {}, True, -1]
 METACHARACTERS = [
     "x'); DROP TABLE levels;--",
     '"',
@@ -144,11 +144,13 @@ def families(stem: str, rng: random.Random) -> list[Callable[[], Case]]:
         return case(dumps(_with(stem, key, rng.choice(WRONG))), key, "unknown field")
 
     def wrong_type() -> Case:
+        wrong_quotes: list[object] = ["x", [], 7, None, True]
+        wrong_logs: list[object] = [42, None, [], {}]
         key, value = rng.choice(
             [("device", v) for v in WRONG]
             + [("class", v) for v in WRONG]
-            + [("quote", v) for v in ["x", [], 7, None, True]]
-            + [("log", v) for v in [42, None, [], {}]]
+            + [("quote", v) for v in wrong_quotes]
+            + [("log", v) for v in wrong_logs]
         )
         return case(dumps(_with(stem, key, value)), key, "wrong type")
 

@@ -4,11 +4,13 @@ import dataclasses
 import hashlib
 from pathlib import Path
 from types import MappingProxyType, ModuleType
+from typing import cast
 
 import pytest
 
 import pybb.attestation as att
 from pybb.attestation import _replay
+from pybb.attestation._types import HashFunction
 
 
 def _hex(pcrs: dict[str, dict[int, bytes]]) -> dict[str, dict[int, str]]:
@@ -109,7 +111,7 @@ def test_the_equality_check_catches_one_skipped_extend(
         sum(len(e.digests) for e in log.events if e.measured and e.index <= skipped.index),
     )
 
-    def skipping_extend(hasher: _replay.HashFunction, old: bytes, digest: bytes) -> bytes:
+    def skipping_extend(hasher: HashFunction, old: bytes, digest: bytes) -> bytes:
         n = calls["n"]
         calls["n"] += 1
         return old if n in target_calls else real_extend(hasher, old, digest)
@@ -134,7 +136,7 @@ def _locality_log(kit: ModuleType, locality: int, *, before: bytes = b"") -> byt
         0, kit.EV_NO_ACTION, kit.locality_event_data(locality), digests=zero_digests
     )
     crtm = builder.event(0, kit.EV_S_CRTM_VERSION, b"\x00\x00")
-    return builder.build(before, locality_event, crtm)
+    return cast("bytes", builder.build(before, locality_event, crtm))  # kit's LogBuilder.build
 
 
 @pytest.mark.parametrize("locality", [0, 3])

@@ -248,7 +248,13 @@ def test_the_board_refuses_a_malformed_allowlist_and_any_change_of_fleet() -> No
     fleet = Fleet.of([fedora_class()], [device("a", "fedora", golden(FEDORA))])
     with Attestation(fleet) as attestation:
         control = attestation.blackboard.model.control
-        for junk in ({"fedora": {"0": ["xyz"]}}, {"fedora": {"99": []}}, ["x"], {"bad name": {}}):
+        malformed: list[object] = [
+            {"fedora": {"0": ["xyz"]}},
+            {"fedora": {"99": []}},
+            ["x"],
+            {"bad name": {}},
+        ]
+        for junk in malformed:
             result = control.set_premise("human:mallory", ALLOWLIST, junk, expected_version=1)
             assert isinstance(result, Rejected), junk
         result = control.set_premise("human:mallory", "attestation.fleet", {}, expected_version=1)

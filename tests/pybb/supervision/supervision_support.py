@@ -159,7 +159,7 @@ def charges(reader: BoardReader) -> Counter[str]:
 def open_ask_history(reader: BoardReader) -> tuple[int, list[tuple[int, int]]]:
     """Replay asks, answers and closures in board order: the most asks open at once, and
     for each supervision decision (sequence, asks open just before it)."""
-    open_now: set[str] = set()
+    open_now: set[str | None] = set()  # ask ids, as the records hold them
     most, at_decisions = 0, []
     for record in reader.log():
         if record.kind is not RecordKind.LEVEL or not isinstance(record.content, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from supervision_fixtures import *  # noqa: F403
 from supervision_support import BOARD, open_run, settings, write
@@ -14,7 +14,13 @@ from blackboard import BoardReader, Rejected, RejectionCause, Written, attach
 from blackboard.stores import Store
 from pybb import Controller, Escalation, Segment, Stage
 from pybb.human import Answer, AskState, answer, answer_rule
-from pybb.supervision import AnswerWatcher, DecisionEffect, SupervisedRun, applied_answers
+from pybb.supervision import (
+    AnswerWatcher,
+    AppliedAnswer,
+    DecisionEffect,
+    SupervisedRun,
+    applied_answers,
+)
 
 
 class Ledger(DecisionEffect):
@@ -129,7 +135,7 @@ def test_an_answer_applied_before_a_crash_is_not_resolved_again(
     (ask,) = run.open_asks()
     answer(run.blackboard.model.control, "human:alice", ask.ask_id, "reject-it")
     # Crash after the resolution and the effect, before the record that it was applied.
-    run.watcher._write = _crash  # type: ignore[method-assign]
+    run.watcher._write = _crash  # type: ignore[method-assign]  # patched on this watcher only
     with contextlib.suppress(_Crash):
         run.poll()
     run.close()
@@ -147,7 +153,7 @@ class _Crash(BaseException):
     pass
 
 
-def _crash(record: object) -> object:
+def _crash(record: AppliedAnswer) -> NoReturn:
     raise _Crash
 
 

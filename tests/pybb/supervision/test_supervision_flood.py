@@ -44,7 +44,7 @@ class Person(ControllerObserver):
             answer(self.run.blackboard.model.control, "human:ops", waiting[0].ask_id, "reject-it")
 
 
-def flood(store: str | Store, *, stale: bool = False) -> tuple[SupervisedRun, float]:
+def flood(store: str | Store | None, *, stale: bool = False) -> tuple[SupervisedRun, float]:
     run = open_run(store, settings(ceiling=FLOOD, max_open_asks=CAP))
     person = Person(every=3)
     person.run = run

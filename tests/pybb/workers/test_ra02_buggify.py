@@ -137,8 +137,8 @@ def check(conn: Any, prefix: str, acks: Path) -> list[str]:
     """RA-01's invariants on every board of the run, as the crash left them."""
     acked: dict[str, int] = {}
     for line in acks.read_text().splitlines() if acks.exists() else []:
-        _, board, head = line.split()
-        acked[board] = max(acked.get(board, 0), int(head))
+        _, board, acked_head = line.split()
+        acked[board] = max(acked.get(board, 0), int(acked_head))
     problems = []
     for n in range(PHASES):
         board = f"{prefix}-{n}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 
 from pybb._cli import build_parser
@@ -13,7 +14,8 @@ PAGE = (REPO / "docs" / "workers.md").read_text()
 
 def test_every_documented_option_is_an_option_of_pybb_worker() -> None:
     parser = build_parser()
-    worker = parser._subparsers._group_actions[0].choices["worker"]  # type: ignore[union-attr]
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    worker = commands.choices["worker"]
     options = {s for action in worker._actions for s in action.option_strings}
     documented = set(re.findall(r"^\| `(--[a-z-]+)", PAGE, re.MULTILINE))
     assert documented and documented <= options, documented - options

@@ -13,6 +13,8 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from pybb import AppContext, Blackboard, Controller
@@ -35,29 +37,33 @@ class _Slow:
     delay = 0.0
     ledger = _Ledger(None)
 
-    def execute(self, blackboard: Blackboard, key: str) -> Any:
-        name = self.name  # type: ignore[attr-defined]
+    def _slowly(self, name: str, key: str, work: Callable[[], Any]) -> Any:
         self.ledger.log(op="start", key=key, source=name)
         time.sleep(self.delay)
         try:
-            return super().execute(blackboard, key)  # type: ignore[misc]
+            return work()
         finally:
             self.ledger.log(op="end", key=key, source=name)
 
 
 class SlowDecrement(_Slow, Decrement):
-    pass
+    def execute(self, blackboard: Blackboard, key: str) -> Any:
+        return self._slowly(self.name, key, partial(super().execute, blackboard, key))
 
 
 class SlowZeroEven(_Slow, ZeroEven):
-    pass
+    def execute(self, blackboard: Blackboard, key: str) -> Any:
+        return self._slowly(self.name, key, partial(super().execute, blackboard, key))
 
 
 def slow_w1(context: AppContext) -> Controller:
     """W1 with ``delay`` seconds per execution, logged to the ``ledger`` file (options)."""
     ledger = _Ledger(context.options.get("ledger"))
     delay = float(context.options.get("delay", "0"))
-    sources = [SlowDecrement("decrement", 3), SlowZeroEven("zero_even", 1)]
+    sources: list[SlowDecrement | SlowZeroEven] = [
+        SlowDecrement("decrement", 3),
+        SlowZeroEven("zero_even", 1),
+    ]
     for source in sources:
         source.delay, source.ledger = delay, ledger
     controller = Controller(Blackboard(context.store, context.board_id))
@@ -93,7 +99,10 @@ def supervised_w1(context: AppContext) -> Controller:
     store = NeverRefuses.on_model(board.model) if broken else None
     supervisor = Supervisor(board, settings, store=store)
     controller = Controller(board)
-    sources = [SlowDecrement("decrement", 3), SlowZeroEven("zero_even", 1)]
+    sources: list[SlowDecrement | SlowZeroEven] = [
+        SlowDecrement("decrement", 3),
+        SlowZeroEven("zero_even", 1),
+    ]
     for source in sources:
         source.delay = float(context.options.get("delay", "0"))
     controller.register_predicate("less_than_3", less_than_3)
