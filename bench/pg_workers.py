@@ -43,24 +43,30 @@ _DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 class _Waiting:
     delay = 0.0
 
-    def execute(self, blackboard: Blackboard, key: str) -> Any:
+    def _wait(self) -> None:
         if self.delay:
             time.sleep(self.delay)
-        return super().execute(blackboard, key)  # type: ignore[misc]
 
 
 class WaitingDecrement(_Waiting, Decrement):
-    pass
+    def execute(self, blackboard: Blackboard, key: str) -> Any:
+        self._wait()
+        return super().execute(blackboard, key)
 
 
 class WaitingZeroEven(_Waiting, ZeroEven):
-    pass
+    def execute(self, blackboard: Blackboard, key: str) -> Any:
+        self._wait()
+        return super().execute(blackboard, key)
 
 
 def w1_app(context: AppContext) -> Controller:
     """W1 whose attempts first wait ``delay`` seconds (option), as a waiting source does."""
     delay = float(context.options.get("delay", "0"))
-    sources = [WaitingDecrement("decrement", 3), WaitingZeroEven("zero_even", 1)]
+    sources: list[WaitingDecrement | WaitingZeroEven] = [
+        WaitingDecrement("decrement", 3),
+        WaitingZeroEven("zero_even", 1),
+    ]
     for source in sources:
         source.delay = delay
     controller = Controller(Blackboard(context.store, context.board_id), max_cycles=100_000)
@@ -117,7 +123,7 @@ def _timed(target: Any, args: list[tuple[Any, ...]], lead: float) -> float:
     processes = [ctx.Process(target=target, args=(*a, start_at, out)) for a in args]
     for process in processes:
         process.start()
-    finishes = [out.get(timeout=1800)[1] for _ in processes]
+    finishes: list[float] = [out.get(timeout=1800)[1] for _ in processes]  # (settled, time)
     for process in processes:
         process.join(timeout=60)
         if process.exitcode != 0:

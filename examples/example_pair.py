@@ -18,7 +18,7 @@ from pybb import Blackboard, BlackboardEntry, Controller, KnowledgeSource
 class FixX(KnowledgeSource):
     """KS1: decrements x by one per attempt."""
 
-    def execute(self, blackboard, key):
+    def execute(self, blackboard: Blackboard, key: str) -> None:
         x = blackboard.get_entry(key).measurement["x"]
         blackboard.write_component(key, "x", x - 1)
 
@@ -26,12 +26,12 @@ class FixX(KnowledgeSource):
 class FixY(KnowledgeSource):
     """KS2: makes y positive."""
 
-    def execute(self, blackboard, key):
+    def execute(self, blackboard: Blackboard, key: str) -> None:
         y = blackboard.get_entry(key).measurement["y"]
         blackboard.write_component(key, "y", abs(y))
 
 
-def main(store=None):
+def main(store: str | None = None) -> int:
     bb = Blackboard(store, board_id="example_pair")
     bb.write_entry(
         "p1",
