@@ -54,7 +54,9 @@ def _kernel_writer(url: str, writer: str, count: int, start_at: float, out: Any)
         model.close()
 
 
-def _raw_writer(server: str, schema: str, writer: str, count: int, start_at: float, out: Any):
+def _raw_writer(
+    server: str, schema: str, writer: str, count: int, start_at: float, out: Any
+) -> None:
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'SET search_path TO "{schema}"')
         payloads = [json.dumps({"writer": writer, "i": i, "pad": "x" * 64}) for i in range(count)]
@@ -80,7 +82,7 @@ def _timed(ctx: Any, target: Any, args_for: Any, procs: int, lead: float) -> flo
     workers = [ctx.Process(target=target, args=(*args_for(p), start_at, out)) for p in range(procs)]
     for w in workers:
         w.start()
-    finishes = [out.get(timeout=600)[1] for _ in workers]
+    finishes: list[float] = [out.get(timeout=600)[1] for _ in workers]
     for w in workers:
         w.join(timeout=60)
         if w.exitcode != 0:
