@@ -201,7 +201,7 @@ def _apply_one(txn: Transaction, write: PendingWrite, at: datetime) -> AppendOut
     refusal = _refusal(txn, write)
     if refusal is not None:
         return refusal
-    version = _next_version(txn, write)
+    version = _next_version(write)
     record = Record(
         sequence=txn.head() + 1,
         kind=write.kind,
@@ -236,7 +236,7 @@ def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:
     return None
 
 
-def _next_version(txn: Transaction, write: PendingWrite) -> int | None:
+def _next_version(write: PendingWrite) -> int | None:
     if write.kind is not RecordKind.PREMISE:
         return None
     return 1 if write.expected_version is None else write.expected_version + 1
