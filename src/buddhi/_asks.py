@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from buddhi._frozen import fast_init
+
 __all__ = ["MAX_OPTIONS", "MIN_OPTIONS", "Ask", "AskOption", "ask_defects"]
 
 MIN_OPTIONS = 2
@@ -29,6 +31,7 @@ class AskOption:
     recommended: bool = False
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Ask:
     """A pre-reasoned question for a person: 2–4 options, exactly one starred.

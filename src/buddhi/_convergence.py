@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from buddhi._frozen import fast_init
 from buddhi._items import Attempt
 from buddhi.errors import PolicyError
 
@@ -40,6 +41,7 @@ class ConvergencePolicy:
             raise PolicyError(f"convergence tolerance must be finite and >= 0, got {tolerance!r}")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConvergenceReport:
     """What the stop detector saw.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from buddhi._frozen import fast_init
 from buddhi.errors import PolicyError, UnknownEffortError
 
 __all__ = ["EffortScale", "RouterPick", "Spend"]
@@ -23,6 +24,7 @@ class RouterPick:
     effort: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Spend:
     """What ``decide_spend`` settled on: the pick after clamping.

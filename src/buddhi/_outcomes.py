@@ -11,6 +11,7 @@ from buddhi._asks import Ask
 from buddhi._budget import ScopePath
 from buddhi._convergence import ConvergenceReport
 from buddhi._effort import Spend
+from buddhi._frozen import fast_init
 from buddhi._items import Item
 from buddhi._seams import Resolution
 from buddhi._store import Admission
@@ -61,6 +62,7 @@ class Decision(enum.Enum):
 _ORDER = tuple(Decision)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RouteJudgment:
     """What ``route_judgment`` compared.
@@ -76,6 +78,7 @@ class RouteJudgment:
     threshold: float
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class InvalidAsk:
     """A malformed ask, and what is wrong with it.
@@ -95,6 +98,7 @@ Finding = InvalidAsk | Resolution | Admission | AdmissionRefused | None
 """What the ending decision found, beyond its annotation: see :attr:`Outcome.finding`."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How one item ended, which decision ended it and why, and what came before.

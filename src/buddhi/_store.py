@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from buddhi._budget import Bar, Scope, ScopePath, window_start
+from buddhi._frozen import fast_init
 from buddhi.errors import (
     AdmissionRefused,
     BudgetError,
@@ -76,6 +77,7 @@ class ExclusionCause:
     tier: Tier
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Exclusions:
     """A source's place in the two-tier exclusion lattice.
@@ -148,6 +150,7 @@ class Exclusions:
         )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AdmissionRequest:
     """One request to spend an interrupt.
@@ -178,6 +181,7 @@ class AdmissionRequest:
             raise BudgetError(f"an admission's scope must be a scope path, got {self.scope!r}")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Admission:
     """An admitted interrupt.
@@ -201,6 +205,7 @@ class Admission:
     ceiling: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ScopeCounter:
     """A scope's definition and its counters.
