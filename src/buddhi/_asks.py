@@ -66,10 +66,45 @@ def ask_defects(ask: Ask, item_id: str) -> tuple[str, ...]:
         ask: The ask to check.
         item_id: The id of the item the ask must be about.
     """
-    defects = [*_shape_defects(ask, item_id), *_option_defects(ask.options)]
+    options = ask.options
+    # A pack usually offers the same options tuple in every ask (the reference pack
+    # does): their checks are remembered for the last tuple of plain AskOptions seen.
+    seen, option_defects = _last_options
+    if options is not seen:
+        option_defects = tuple(_option_defects(options))
+        if type(options) is tuple and all(type(option) is AskOption for option in options):
+            _remember_options(options, option_defects)
+    if not option_defects:
+        about, question, confidence = ask.item_id, ask.question, ask.confidence
+        well_formed = (
+            type(about) is str
+            and about == item_id
+            and type(question) is str
+            and question.strip()
+            and type(confidence) is float
+            and 0.0 <= confidence <= 1.0
+        )
+        if well_formed:
+            return ()
+    defects = [*_shape_defects(ask, item_id), *option_defects]
     if not _is_unit(ask.confidence):
         defects.append(f"its confidence must be a finite number in [0, 1], got {ask.confidence!r}")
     return tuple(defects)
+
+
+_last_options: tuple[object, tuple[str, ...]] = (object(), ())
+
+
+def _remember_options(options: tuple[AskOption, ...], defects: tuple[str, ...]) -> None:
+    """Remember one options tuple's defects: one tuple assignment, so thread-safe.
+
+    Only a tuple of plain (not subclassed) :class:`AskOption` is remembered: frozen, it
+    holds the same labels and stars for as long as it lives, and the remembered pair
+    keeps it alive, so the identity check in :func:`ask_defects` cannot be fooled by a
+    new tuple at a recycled address.
+    """
+    global _last_options
+    _last_options = (options, defects)
 
 
 def _shape_defects(ask: Ask, item_id: str) -> list[str]:

@@ -74,14 +74,18 @@ def detect_convergence(
     """
     if not history:
         return _NO_HISTORY
+    # One pass, no intermediate lists: this runs for every item with a history.
+    retries = policy.max_transient_retries
     counted: list[Attempt] = []
     excluded = 0
+    exhausted = False
     for attempt in history:
-        if attempt.transient and excluded < policy.max_transient_retries:
-            excluded += 1
-        else:
-            counted.append(attempt)
-    exhausted = any(attempt.transient for attempt in counted)
+        if attempt.transient:
+            if excluded < retries:
+                excluded += 1
+                continue
+            exhausted = True
+        counted.append(attempt)
     return ConvergenceReport(_agree(counted, policy), len(counted), excluded, exhausted)
 
 
@@ -89,13 +93,15 @@ _NO_HISTORY = ConvergenceReport(False, 0, 0, False)
 
 
 def _agree(counted: list[Attempt], policy: ConvergencePolicy) -> bool:
-    tail = counted[-policy.window :]
-    if len(tail) < policy.window:
+    window = policy.window
+    if len(counted) < window:
         return False
-    scores = [attempt.score for attempt in tail]
-    if any(score is None for score in scores):
-        return False
-    numbers = [score for score in scores if score is not None]
+    numbers: list[float] = []
+    for attempt in counted[-window:]:
+        score = attempt.score
+        if score is None:
+            return False
+        numbers.append(score)
     return max(numbers) - min(numbers) <= policy.tolerance
 
 

@@ -171,6 +171,9 @@ class AdmissionRequest:
 
     def __post_init__(self) -> None:
         value = self.confidence
+        scope = self.scope
+        if type(value) is float and 0.0 <= value <= 1.0 and type(scope) is tuple and scope:
+            return  # the common case, decided in one test
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or not 0.0 <= value <= 1.0:  # NaN fails the range check too
             raise BudgetError(
@@ -270,17 +273,19 @@ def assess_admission(
     if exclusions.excluded:
         return SourceExcluded(item_id=request.item_id, exclusions=exclusions)
     tightest = chain[0] if len(chain) == 1 else max(chain, key=_load)
-    required = request.bar(tightest.load)
-    limit = _limit(tightest, required, request.confidence)
+    load = tightest.load
+    required = request.bar(load)
+    confidence = request.confidence
+    limit = _limit(tightest, required, confidence)
     if limit is not None:
         return _exhausted(request, tightest, required, limit)
     own = chain[-1]
     return Admission(
         request.item_id,
         request.scope,
-        tightest.load,
+        load,
         required,
-        request.confidence,
+        confidence,
         own.spent + 1,
         own.scope.ceiling,
     )

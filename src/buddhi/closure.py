@@ -40,6 +40,22 @@ __all__ = ["evaluate_item", "supervise_stream", "supervise_stream_of_streams"]
 
 _DEFAULT_CONTEXT = Context()
 
+# Enum members read once: ``Disposition.DISCARDED`` goes through the enum metaclass
+# (about 80 ns a read), and every item reads two of them.
+_DISCARDED, _CONVERGED, _MODEL_HANDLED = (
+    Disposition.DISCARDED,
+    Disposition.CONVERGED,
+    Disposition.MODEL_HANDLED,
+)
+_INVALID_ASK, _RESOLVED_OOB = Disposition.INVALID_ASK, Disposition.RESOLVED_OOB
+_ESCALATED, _DENIED = Disposition.ESCALATED, Disposition.DENIED
+_WORTH_ACTING, _HAS_CONVERGED = Decision.WORTH_ACTING, Decision.HAS_CONVERGED
+_ROUTE_JUDGMENT, _VALIDATE_AND_ASK = Decision.ROUTE_JUDGMENT, Decision.VALIDATE_AND_ASK
+_CHECK_OOB_RESOLUTION, _AGGREGATE_BUDGET = (
+    Decision.CHECK_OOB_RESOLUTION,
+    Decision.AGGREGATE_BUDGET,
+)
+
 
 def evaluate_item(item: Item, seams: Seams, context: Context | None = None) -> Outcome:
     """Run the seven decisions over one item, in order, and return how it ended.
@@ -67,16 +83,14 @@ def evaluate_item(item: Item, seams: Seams, context: Context | None = None) -> O
     ctx = context or _DEFAULT_CONTEXT
     policy = seams.policy
     if not worth_acting(item, policy):
-        return Outcome(item, Disposition.DISCARDED, Decision.WORTH_ACTING)
+        return Outcome(item, _DISCARDED, _WORTH_ACTING)
     spend = decide_spend(item, seams.router, policy, ctx.effort_ceiling)
     convergence = has_converged(item, policy)
     if convergence.converged:
-        return Outcome(item, Disposition.CONVERGED, Decision.HAS_CONVERGED, spend, convergence)
+        return Outcome(item, _CONVERGED, _HAS_CONVERGED, spend, convergence)
     route = route_judgment(item, policy)
     if route.model_handles:
-        return Outcome(
-            item, Disposition.MODEL_HANDLED, Decision.ROUTE_JUDGMENT, spend, convergence, route
-        )
+        return Outcome(item, _MODEL_HANDLED, _ROUTE_JUDGMENT, spend, convergence, route)
     return _ask_a_person(item, seams, ctx, spend, convergence, route)
 
 
@@ -159,17 +173,14 @@ def _ask_a_person(
 ) -> Outcome:
     ask = validate_and_ask(item, seams.policy, spend)
     if isinstance(ask, InvalidAsk):
-        decision = Decision.VALIDATE_AND_ASK
-        return Outcome(item, Disposition.INVALID_ASK, decision, spend, report, route, None, ask)
+        return Outcome(item, _INVALID_ASK, _VALIDATE_AND_ASK, spend, report, route, None, ask)
     resolution = check_oob_resolution(item, seams.oob)
     if resolution is not None:
-        decision = Decision.CHECK_OOB_RESOLUTION
-        return Outcome(
-            item, Disposition.RESOLVED_OOB, decision, spend, report, route, ask, resolution
-        )
+        decision = _CHECK_OOB_RESOLUTION
+        return Outcome(item, _RESOLVED_OOB, decision, spend, report, route, ask, resolution)
     verdict = aggregate_budget(item, ask, seams.store, seams.transport, seams.policy.bar, ctx.scope)
-    ended = Disposition.ESCALATED if isinstance(verdict, Admission) else Disposition.DENIED
-    return Outcome(item, ended, Decision.AGGREGATE_BUDGET, spend, report, route, ask, verdict)
+    ended = _ESCALATED if isinstance(verdict, Admission) else _DENIED
+    return Outcome(item, ended, _AGGREGATE_BUDGET, spend, report, route, ask, verdict)
 
 
 def _judge_child(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from buddhi._asks import Ask, ask_defects
 from buddhi._budget import Bar, ScopePath
 from buddhi._convergence import ConvergenceReport, detect_convergence
-from buddhi._effort import EffortScale, RouterPick, Spend
+from buddhi._effort import RouterPick, Spend
 from buddhi._items import Item
 from buddhi._outcomes import InvalidAsk, RouteJudgment
 from buddhi._seams import EscalationTransport, OOBSource, PolicyPack, Resolution, Router
@@ -62,33 +62,32 @@ def decide_spend(
     if not isinstance(pick, RouterPick):
         raise SeamError(f"the Router returned {pick!r}; return a buddhi.RouterPick")
     scale = policy.efforts
-    effort = _clamp_effort(scale, pick.effort, effort_ceiling)
+    # Inline rather than in helpers: this runs for every item that is worth acting on.
+    effort = pick.effort
+    rank = scale.rank(effort)
+    if effort_ceiling is not None and rank > scale.rank(effort_ceiling, named_by="the ceiling"):
+        effort = effort_ceiling
     allowed = scale.iterations(effort)
-    iterations = min(allowed, _iterations_left(item, policy.iteration_budget))
-    clamped = _CLAMPED[effort != pick.effort, iterations < allowed]
+    iterations = policy.iteration_budget
+    history = item.history
+    if history:
+        used = 0
+        for attempt in history:
+            if not attempt.transient:
+                used += 1
+        iterations = max(0, iterations - used)
+    clamped: tuple[str, ...]
+    if iterations < allowed:
+        clamped = _BOTH if effort != pick.effort else _BUDGET
+    else:
+        iterations = allowed
+        clamped = _CEILING if effort != pick.effort else ()
     return Spend(pick.model, effort, iterations, pick, clamped)
 
 
-_CLAMPED = {
-    (False, False): (),
-    (True, False): ("effort_ceiling",),
-    (False, True): ("iteration_budget",),
-    (True, True): ("effort_ceiling", "iteration_budget"),
-}
-
-
-def _clamp_effort(scale: EffortScale, effort: str, ceiling: str | None) -> str:
-    rank = scale.rank(effort)
-    if ceiling is not None and rank > scale.rank(ceiling, named_by="the ceiling"):
-        return ceiling
-    return effort
-
-
-def _iterations_left(item: Item, budget: int) -> int:
-    if not item.history:
-        return budget
-    used = sum(1 for attempt in item.history if not attempt.transient)
-    return max(0, budget - used)
+_CEILING = ("effort_ceiling",)
+_BUDGET = ("iteration_budget",)
+_BOTH = (*_CEILING, *_BUDGET)
 
 
 def has_converged(item: Item, policy: PolicyPack) -> ConvergenceReport:
@@ -99,7 +98,8 @@ def has_converged(item: Item, policy: PolicyPack) -> ConvergenceReport:
 def route_judgment(item: Item, policy: PolicyPack) -> RouteJudgment:
     """Decision 4: the model handles the item at or above the pack's confidence threshold."""
     threshold = policy.confidence_threshold
-    return RouteJudgment(item.confidence >= threshold, item.confidence, threshold)
+    confidence = item.confidence
+    return RouteJudgment(confidence >= threshold, confidence, threshold)
 
 
 def validate_and_ask(item: Item, policy: PolicyPack, spend: Spend) -> Ask | InvalidAsk:

@@ -66,8 +66,15 @@ class MemoryStore(Store):
         with self._lock:
             self._require_open()
             now = self._clock.now()
-            chain = [self._read(request.scope[:depth]).at(now) for depth in _depths(request.scope)]
-            verdict = assess_admission(request, chain, self._exclusions_of(request.source))
+            scope = request.scope
+            if len(scope) == 1:  # the single global pool: no slicing, no loop
+                chain = [self._read(scope).at(now)]
+            else:
+                chain = [self._read(scope[:depth]).at(now) for depth in _depths(scope)]
+            # A source never excluded is clear: assess_admission reads only ``excluded``
+            # of a clear source, so the shared empty value stands in for a new one.
+            exclusions = self._exclusions.get(request.source) or _CLEAR
+            verdict = assess_admission(request, chain, exclusions)
             if isinstance(verdict, AdmissionRefused):
                 raise verdict
             last = len(chain) - 1
@@ -127,6 +134,10 @@ class MemoryStore(Store):
     def _require_open(self) -> None:
         if self._closed:
             raise StoreError("the memory store is closed; build a new one")
+
+
+_CLEAR = Exclusions("")
+"""What :meth:`MemoryStore.admit` passes for a source it holds no exclusions of."""
 
 
 def _depths(path: ScopePath) -> range:
