@@ -34,6 +34,7 @@ from blackboard._writes import (
     RejectionCause,
     WriteResult,
     Written,
+    new_written,
 )
 from blackboard.errors import (
     AdmissionRuleError,
@@ -56,7 +57,7 @@ from blackboard.stores import (
     Store,
     VersionConflict,
 )
-from blackboard.stores._base import fingerprint
+from blackboard.stores._base import fingerprint, new_pending
 
 __all__ = ["BOARD_WRITER", "DEFAULT_MAX_CONTENT_BYTES", "Control", "TerminationPredicate"]
 
@@ -70,6 +71,9 @@ DEFAULT_MAX_CONTENT_BYTES = 1 << 20
 """The default cap on one contribution's or premise value's canonical JSON (1 MiB)."""
 _COMPLETE = "the termination predicate says the run is complete"
 _ACCEPT = Accept()  # frozen and field-less: one instance serves every rule-less write
+_LEVEL, _PREMISE = RecordKind.LEVEL, RecordKind.PREMISE
+_OPEN = RunStatus.OPEN
+_NO_KEYS: Mapping[str, tuple[Record, str]] = {}  # never written to: "no key was found"
 _log = logging.getLogger("blackboard")
 
 
@@ -98,6 +102,7 @@ class Control:
         self._done = termination_predicate
         self._agents_only = agents_only
         self._max_bytes = max_content_bytes
+        self._level_what: dict[str, str] = {}  # level name -> how a ContentError names it
         self._subscribers: dict[str, list[Agent]] = {}
         for agent in agents.values():
             for region in agent.subscribes_to:
@@ -123,8 +128,7 @@ class Control:
             UndeclaredRegionError, RegionKindError, ContentError, WriterError,
             IdempotencyKeyError, AdmissionRuleError, StoreError: nothing was written.
         """
-        proposed = ProposedContribution(writer, level, content)
-        result = self._write_one(proposed, idempotency_key)
+        result = self._write_one(_LEVEL, writer, level, content, None, idempotency_key)
         assert not isinstance(result, Conflict)  # a level write cannot conflict
         return result
 
@@ -142,8 +146,7 @@ class Control:
         Returns:
             ``Written(sequence, version)``, ``Conflict(current_version)`` or ``Rejected``.
         """
-        proposed = ProposedPremiseWrite(writer, premise, value, expected_version)
-        return self._write_one(proposed, idempotency_key)
+        return self._write_one(_PREMISE, writer, premise, value, expected_version, idempotency_key)
 
     def write_all(
         self,
@@ -166,7 +169,7 @@ class Control:
             raise ContentError("fence", f"must be a blackboard.Fence, not {fence!r:.80}")
         prepared = self._prepare_all(proposals, keys)
         results: list[WriteResult | None] = [early for early, _ in prepared]
-        pending = [(i, w) for i, (early, w) in enumerate(prepared) if early is None and w]
+        pending = [(i, w) for i, (early, w) in enumerate(prepared) if early is None]
         if pending:
             appended = self._append([w for _, w in pending], fence)
             for (index, write), outcome in zip(pending, appended, strict=True):
@@ -174,11 +177,34 @@ class Control:
             self._after_append(appended)
         return [r for r in results if r is not None]
 
-    def _write_one(self, proposed: ProposedWrite, key: str | None) -> WriteResult:
-        """``write_all([proposed])[0]`` without the batch bookkeeping: the hot path."""
-        early, write = self._prepare_all([proposed], [key])[0]
-        if early is not None or write is None:
-            assert early is not None
+    def _write_one(
+        self,
+        kind: RecordKind,
+        writer: str,
+        region: str,
+        value: Any,
+        expected_version: Any,
+        key: str | None,
+    ) -> WriteResult:
+        """``write_all([proposal])[0]`` without the batch bookkeeping: the hot path.
+
+        The proposal the admission rule sees is built only when there is a rule.
+        """
+        if kind is _LEVEL:
+            write = self._contribution(writer, region, value, key)
+        else:
+            write = self._premise_write(writer, region, value, expected_version, key)
+        proposed: ProposedWrite | None = None
+        if self._rule is not None:
+            proposed = (
+                ProposedContribution(writer, region, value)
+                if kind is _LEVEL
+                else ProposedPremiseWrite(writer, region, value, expected_version)
+            )
+        store = self._store
+        found = store.find_keys(self.board_id, [key]) if key is not None else _NO_KEYS
+        early = self._prepare(proposed, write, found, store.outcome(self.board_id), {})
+        if early is not None:
             return early
         appended = self._append([write])
         result = _result(write, appended[0])
@@ -256,40 +282,42 @@ class Control:
 
     def _prepare_all(
         self, proposals: Sequence[ProposedWrite], keys: Sequence[str | None]
-    ) -> list[tuple[WriteResult | None, PendingWrite | None]]:
-        """Run every check that needs no lock; per proposal, an early result or the write.
+    ) -> list[tuple[WriteResult | None, PendingWrite]]:
+        """Run every check that needs no lock; per proposal, an early result or None, and the write.
 
         The store is asked once per batch (keys, run state, grants), not once per write.
         """
         writes = [self._pending(p, k) for p, k in zip(proposals, keys, strict=True)]
         wanted = [k for k in keys if k is not None]
-        found = self._store.find_keys(self.board_id, wanted) if wanted else {}
+        found = self._store.find_keys(self.board_id, wanted) if wanted else _NO_KEYS
         outcome = self._store.outcome(self.board_id)
         grants: dict[tuple[str, str], bool] = {}
+        prepare = self._prepare
         return [
-            self._prepare(proposed, write, found, outcome, grants)
+            (prepare(proposed, write, found, outcome, grants), write)
             for proposed, write in zip(proposals, writes, strict=True)
         ]
 
     def _prepare(
         self,
-        proposed: ProposedWrite,
+        proposed: ProposedWrite | None,
         write: PendingWrite,
         found: Mapping[str, tuple[Record, str]],
         outcome: Outcome,
         grants: dict[tuple[str, str], bool],
-    ) -> tuple[WriteResult | None, PendingWrite | None]:
+    ) -> WriteResult | None:
+        """The write's result if a check before the transaction settles it, else ``None``."""
         key = write.idempotency_key
         if key is not None and key in found:
-            return _repeat(write, key, found[key]), None
-        if outcome.closed:
-            return _closed(outcome.sequence or 0), None
+            return _repeat(write, key, found[key])
+        if outcome.status is not _OPEN:  # outcome.closed, without the property's call
+            return _closed(outcome.sequence or 0)
         if write.check_permission and not self._permitted(write, grants):
-            return self._not_permitted(write.writer, write.region or ""), None
+            return self._not_permitted(write.writer, write.region or "")
         verdict = self._judge(proposed)
         if isinstance(verdict, Reject):
-            return Rejected(RejectionCause.ADMISSION, verdict.reason), None
-        return None, write
+            return Rejected(RejectionCause.ADMISSION, verdict.reason)
+        return None
 
     def _permitted(self, write: PendingWrite, grants: dict[tuple[str, str], bool]) -> bool:
         pair = (write.writer, write.region or "")
@@ -298,38 +326,51 @@ class Control:
         return grants[pair]
 
     def _pending(self, proposed: ProposedWrite, key: str | None) -> PendingWrite:
-        if not isinstance(proposed, ProposedContribution | ProposedPremiseWrite):
-            raise ContentError(
-                "proposal",
-                f"{proposed!r:.80} is not a ProposedContribution or ProposedPremiseWrite; "
-                "build each item of write_all() from one of those",
-            )
-        _check_writer(proposed.writer)
-        _check_key(key)
         if isinstance(proposed, ProposedContribution):
-            level = self._region(proposed.level, "level")
-            assert isinstance(level, Level)
-            payload = self._encode(proposed.content, f"content for level {level.name!r}")
-            return PendingWrite(
-                RecordKind.LEVEL,
-                level.name,
-                proposed.writer,
-                payload,
-                unique_key=_unique_key(level, proposed.content, payload),
-                idempotency_key=key,
-                check_permission=self._guarded(proposed.writer),
+            return self._contribution(proposed.writer, proposed.level, proposed.content, key)
+        if isinstance(proposed, ProposedPremiseWrite):
+            return self._premise_write(
+                proposed.writer, proposed.premise, proposed.value, proposed.expected_version, key
             )
-        premise = self._region(proposed.premise, "premise")
+        raise ContentError(
+            "proposal",
+            f"{proposed!r:.80} is not a ProposedContribution or ProposedPremiseWrite; "
+            "build each item of write_all() from one of those",
+        )
+
+    def _contribution(self, writer: str, name: str, content: Any, key: str | None) -> PendingWrite:
+        _check_writer(writer)
+        _check_key(key)
+        level = self._regions.get(name) if isinstance(name, str) else None
+        if type(level) is not Level:  # a plain Level is the common case: no kind to ask
+            level = self._region(name, "level")  # raises unless it is a level
+        assert isinstance(level, Level)
+        what = self._level_what.get(level.name)
+        if what is None:  # built once per level: every write names its content this way
+            what = self._level_what[level.name] = f"content for level {level.name!r}"
+        payload = self._encode(content, what)
+        unique = None if level.unique is False else _unique_key(level, content, payload)
+        return new_pending(
+            _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer)
+        )
+
+    def _premise_write(
+        self, writer: str, name: str, value: Any, expected_version: Any, key: str | None
+    ) -> PendingWrite:
+        _check_writer(writer)
+        _check_key(key)
+        premise = self._region(name, "premise")
         assert isinstance(premise, Premise)
-        _check_version(proposed.expected_version)
-        return PendingWrite(
-            RecordKind.PREMISE,
+        _check_version(expected_version)
+        return new_pending(
+            _PREMISE,
             premise.name,
-            proposed.writer,
-            self._encode(proposed.value, f"value for premise {premise.name!r}"),
-            expected_version=proposed.expected_version,
-            idempotency_key=key,
-            check_permission=premise.guarded and self._guarded(proposed.writer),
+            writer,
+            self._encode(value, f"value for premise {premise.name!r}"),
+            expected_version,
+            None,
+            key,
+            premise.guarded and self._guarded(writer),
         )
 
     def _encode(self, value: Any, what: str) -> str:
@@ -355,9 +396,10 @@ class Control:
             raise RegionKindError(region.name, region.kind, kind)
         return region
 
-    def _judge(self, proposed: ProposedWrite) -> Accept | Reject:
+    def _judge(self, proposed: ProposedWrite | None) -> Accept | Reject:
         if self._rule is None:
             return _ACCEPT
+        assert proposed is not None  # built whenever there is a rule
         try:
             verdict = self._rule(proposed, self._reader)
         except Exception as exc:
@@ -496,6 +538,9 @@ class Control:
 
 
 def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
+    if type(outcome) is Appended:  # the common case, without isinstance over a union
+        record = outcome.record
+        return new_written(record.sequence, record.version, False)
     if isinstance(outcome, Appended | Repeated):
         record = outcome.record
         return Written(record.sequence, record.version, repeat=isinstance(outcome, Repeated))
@@ -538,9 +583,8 @@ def _closed(sequence: int) -> Rejected:
     )
 
 
-def _unique_key(level: Level, content: Any, payload: str) -> str | None:
-    if level.unique is False:
-        return None
+def _unique_key(level: Level, content: Any, payload: str) -> str:
+    """The key a unique level (``level.unique`` not False) must not hold yet."""
     if level.unique is True:
         return hashlib.sha256(payload.encode()).hexdigest()
     if not isinstance(content, dict) or level.unique not in content:

@@ -32,12 +32,6 @@ _c_encoder: Any = (
 )
 
 
-def _dumps(value: object) -> str:
-    if _c_encoder is None:  # pragma: no cover - CPython always has the C accelerator
-        return _encoder.encode(value)
-    return "".join(_c_encoder(value, 0))
-
-
 def encode(value: object, what: str) -> str:
     """Return the canonical JSON text of ``value``, or raise :class:`ContentError`.
 
@@ -45,9 +39,10 @@ def encode(value: object, what: str) -> str:
     values that survive a round trip unchanged are accepted: tuples, non-string keys and
     non-finite floats would come back different from a durable store, so they are refused.
     """
-    _check(value, what, depth=0)
+    _check(value, what, 0)
     try:
-        text = _dumps(value)
+        # CPython always has the C encoder; _encoder.encode is the same text without it.
+        text = _encoder.encode(value) if _c_encoder is None else "".join(_c_encoder(value, 0))
     except (ValueError, TypeError, RecursionError) as exc:  # pragma: no cover - _check is stricter
         raise ContentError(what, f"is not JSON-serialisable: {exc}") from exc
     if not is_utf8(text):
@@ -71,7 +66,11 @@ def _surrogate(text: str) -> str:
     return f"the lone surrogate {text[index]!r}, which is not Unicode text; remove or replace it"
 
 
-_raw_decode = json.JSONDecoder().raw_decode
+# The decoder's scanner (C where CPython has it): what JSONDecoder.raw_decode calls,
+# without raw_decode's Python frame. It raises StopIteration for text that starts with
+# no value, and ValueError (JSONDecodeError) for malformed text.
+_decoder: Any = json.JSONDecoder()  # scan_once is set in its __init__, untyped
+_scan_once = _decoder.scan_once
 
 
 def decode(text: str) -> JSONValue:
@@ -79,8 +78,8 @@ def decode(text: str) -> JSONValue:
     # encode() never writes surrounding whitespace, so skip json.loads' two regex scans
     # for it; anything else (whitespace, trailing data, bad text) goes to json.loads.
     try:
-        value, end = _raw_decode(text)
-    except ValueError:
+        value, end = _scan_once(text, 0)
+    except (StopIteration, ValueError):
         return json.loads(text)
     return value if end == len(text) else json.loads(text)
 

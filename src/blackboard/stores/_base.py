@@ -17,8 +17,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeAlias
 
 from blackboard._claims import Claim, Fence
+from blackboard._fast import slot_setters
 from blackboard._json import decode
-from blackboard._records import Outcome, Record, RecordKind
+from blackboard._records import Outcome, Record, RecordKind, new_record
 from blackboard.errors import IdempotencyKeyError, StoreError
 
 __all__ = [
@@ -65,11 +66,66 @@ class PendingWrite:
     check_permission: bool = False
 
 
+_new = object.__new__
+(
+    _kind,
+    _region,
+    _writer,
+    _payload,
+    _expected_version,
+    _unique_key,
+    _idempotency_key,
+    _check_permission,
+) = slot_setters(
+    PendingWrite,
+    "kind",
+    "region",
+    "writer",
+    "payload",
+    "expected_version",
+    "unique_key",
+    "idempotency_key",
+    "check_permission",
+)
+
+
+def new_pending(
+    kind: RecordKind,
+    region: str | None,
+    writer: str,
+    payload: str,
+    expected_version: int | None,
+    unique_key: str | None,
+    idempotency_key: str | None,
+    check_permission: bool,
+) -> PendingWrite:
+    """``PendingWrite(...)`` for the write path, in half the time (see ``blackboard._fast``)."""
+    write: PendingWrite = _new(PendingWrite)
+    _kind(write, kind)
+    _region(write, region)
+    _writer(write, writer)
+    _payload(write, payload)
+    _expected_version(write, expected_version)
+    _unique_key(write, unique_key)
+    _idempotency_key(write, idempotency_key)
+    _check_permission(write, check_permission)
+    return write
+
+
 @dataclass(frozen=True, slots=True)
 class Appended:
     """The write was sequenced and kept."""
 
     record: Record
+
+
+(_appended_record,) = slot_setters(Appended, "record")
+
+
+def _appended(record: Record) -> Appended:
+    appended: Appended = _new(Appended)
+    _appended_record(appended, record)
+    return appended
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +173,13 @@ AppendOutcome: TypeAlias = (
 )
 
 
+_PREMISE = RecordKind.PREMISE
+
+
 def fingerprint(write: PendingWrite) -> str:
     """Identify a write's meaning, to tell a true repeat from a reused idempotency key."""
     parts = (
-        write.kind.value,
+        write.kind._value_,  # what .value returns, without the enum property's call
         write.region or "",
         write.writer,
         write.payload,
@@ -130,7 +189,13 @@ def fingerprint(write: PendingWrite) -> str:
 
 
 class Transaction(Protocol):
-    """The primitives a backend offers inside one admitting transaction."""
+    """The primitives a backend offers inside one admitting transaction.
+
+    A transaction that keeps a write's fingerprint only when the write has an
+    idempotency key may say so with a class attribute ``keyless_fingerprints = False``:
+    :func:`apply_writes` then passes ``""`` to :meth:`insert` for keyless writes instead
+    of computing a SHA-256 no one will compare. Without it, every write's is computed.
+    """
 
     def head(self) -> int:
         """The highest sequence number on the board (0 when empty)."""
@@ -186,11 +251,16 @@ def apply_writes(
     if fence is not None and fence.keys and not txn.holds(fence.holder, fence.keys):
         return [ClaimLost(fence.holder)] * len(writes)
     at = datetime.fromtimestamp(time.time(), UTC)
-    return [_apply_one(txn, write, at) for write in writes]
+    every_print = getattr(txn, "keyless_fingerprints", True)
+    return [_apply_one(txn, write, at, every_print) for write in writes]
 
 
-def _apply_one(txn: Transaction, write: PendingWrite, at: datetime) -> AppendOutcome:
-    print_ = fingerprint(write)
+def _apply_one(
+    txn: Transaction, write: PendingWrite, at: datetime, every_print: bool = True
+) -> AppendOutcome:
+    # A fingerprint is only ever compared under an idempotency key; a transaction that
+    # keeps none for keyless writes (keyless_fingerprints = False) is spared the SHA-256.
+    print_ = fingerprint(write) if every_print or write.idempotency_key is not None else ""
     if write.idempotency_key is not None:
         found = txn.find_key(write.idempotency_key)
         if found is not None:
@@ -201,19 +271,18 @@ def _apply_one(txn: Transaction, write: PendingWrite, at: datetime) -> AppendOut
     refusal = _refusal(txn, write)
     if refusal is not None:
         return refusal
-    version = _next_version(write)
-    record = Record(
-        sequence=txn.head() + 1,
-        kind=write.kind,
-        region=write.region,
-        writer=write.writer,
-        content=decode(write.payload),
-        version=version,
-        at=at,
-        idempotency_key=write.idempotency_key,
+    record = new_record(
+        txn.head() + 1,
+        write.kind,
+        write.region,
+        write.writer,
+        decode(write.payload),
+        _next_version(write),
+        at,
+        write.idempotency_key,
     )
     txn.insert(record, write, print_)
-    return Appended(record)
+    return _appended(record)
 
 
 def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:
@@ -225,7 +294,7 @@ def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:
         return None
     if write.check_permission and not txn.permitted(write.writer, region):
         return Forbidden()
-    if write.kind is RecordKind.PREMISE:
+    if write.kind is _PREMISE:
         current = txn.premise_version(region)
         if current != write.expected_version:
             return VersionConflict(0 if current is None else current)
@@ -237,7 +306,7 @@ def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:
 
 
 def _next_version(write: PendingWrite) -> int | None:
-    if write.kind is not RecordKind.PREMISE:
+    if write.kind is not _PREMISE:
         return None
     return 1 if write.expected_version is None else write.expected_version + 1
 

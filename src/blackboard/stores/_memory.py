@@ -32,8 +32,17 @@ class _Board:
     claims: dict[str, _leases.Lease] = field(default_factory=dict)
 
 
+_LEVEL, _PREMISE = RecordKind.LEVEL, RecordKind.PREMISE
+
+
 class _Txn:
     """Writes buffered over a board, applied only when the whole batch succeeded."""
+
+    __slots__ = ("_own_grants", "added", "board", "closed", "grants", "keys", "premises", "uniques")
+
+    # The fingerprint is kept under an idempotency key only (board.keys): apply_writes
+    # need not compute it for keyless writes.
+    keyless_fingerprints = False
 
     def __init__(self, board: _Board) -> None:
         self.board = board
@@ -97,16 +106,19 @@ class _Txn:
 
     def commit(self) -> None:
         board = self.board
+        records, by_region = board.records, board.by_region
         for record, write, print_ in self.added:
-            index = len(board.records)
-            board.records.append(record)
-            if record.region is not None and record.kind is RecordKind.LEVEL:
-                board.by_region.setdefault(record.region, []).append(index)
-            if record.kind is RecordKind.PREMISE and record.region is not None:
-                board.premises[record.region] = index
+            index = len(records)
+            records.append(record)
+            region, kind = record.region, record.kind
+            if region is not None and kind is _LEVEL:
+                by_region.setdefault(region, []).append(index)
+            elif kind is _PREMISE and region is not None:
+                board.premises[region] = index
             if write.idempotency_key is not None:
                 board.keys[write.idempotency_key] = (index, print_)
-        board.uniques.update(self.uniques)
+        if self.uniques:
+            board.uniques.update(self.uniques)
         board.grants = self.grants
         board.closed = self.closed
 
