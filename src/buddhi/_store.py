@@ -276,9 +276,11 @@ def assess_admission(
     load = tightest.load
     required = request.bar(load)
     confidence = request.confidence
-    limit = _limit(tightest, required, confidence)
-    if limit is not None:
-        return _exhausted(request, tightest, required, limit)
+    if tightest.spent >= tightest.scope.ceiling:
+        return _exhausted(request, tightest, required, "ceiling")
+    # Written so that a NaN from a faulty bar refuses rather than admits.
+    if not confidence >= required:
+        return _exhausted(request, tightest, required, "bar")
     own = chain[-1]
     return Admission(
         request.item_id,
@@ -293,13 +295,6 @@ def assess_admission(
 
 def _load(counter: ScopeCounter) -> float:
     return counter.load
-
-
-def _limit(counter: ScopeCounter, required: float, confidence: float) -> str | None:
-    if counter.spent >= counter.scope.ceiling:
-        return "ceiling"
-    # Written so that a NaN from a faulty bar refuses rather than admits.
-    return None if confidence >= required else "bar"
 
 
 def _exhausted(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from buddhi._asks import Ask, ask_defects
 from buddhi._budget import Bar, ScopePath
-from buddhi._convergence import ConvergenceReport, detect_convergence
+from buddhi._convergence import _NO_HISTORY, ConvergenceReport, detect_convergence
 from buddhi._effort import RouterPick, Spend
 from buddhi._items import Item
 from buddhi._outcomes import InvalidAsk, RouteJudgment
@@ -82,17 +82,42 @@ def decide_spend(
     else:
         iterations = allowed
         clamped = _CEILING if effort != pick.effort else ()
-    return Spend(pick.model, effort, iterations, pick, clamped)
+    # A Router that hands out the same pick (the reference StaticRouter does) gets the
+    # same frozen Spend back while nothing else differs, as every item without a
+    # history shares one ConvergenceReport: equal, immutable, and not rebuilt.
+    last = _last_spend
+    if (
+        last.requested is pick
+        and last.effort is effort
+        and last.iterations is iterations
+        and last.clamped_by is clamped
+    ):
+        return last
+    spend = Spend(pick.model, effort, iterations, pick, clamped)
+    _remember_spend(spend)
+    return spend
 
 
 _CEILING = ("effort_ceiling",)
 _BUDGET = ("iteration_budget",)
 _BOTH = (*_CEILING, *_BUDGET)
 
+_last_spend = Spend("", "", -1, RouterPick("", ""))
+"""The last Spend built; a placeholder no pick is identical to, to begin with."""
+
+
+def _remember_spend(spend: Spend) -> None:
+    global _last_spend  # one reference replaced at once: safe across threads
+    _last_spend = spend
+
 
 def has_converged(item: Item, policy: PolicyPack) -> ConvergenceReport:
     """Decision 3: the stop detector, with transient failures left out of the count."""
-    return detect_convergence(item.history, policy.convergence)
+    convergence = policy.convergence
+    history = item.history
+    if not history:  # what detect_convergence answers, without the call
+        return _NO_HISTORY
+    return detect_convergence(history, convergence)
 
 
 def route_judgment(item: Item, policy: PolicyPack) -> RouteJudgment:

@@ -78,6 +78,9 @@ class MemoryStore(Store):
             if isinstance(verdict, AdmissionRefused):
                 raise verdict
             last = len(chain) - 1
+            if last == 0:
+                self._counters[scope] = chain[0].charged(own=True)
+                return verdict
             for depth, counter in enumerate(chain):
                 self._counters[counter.scope.path] = counter.charged(own=depth == last)
             return verdict
