@@ -167,13 +167,14 @@ class Control:
             raise ContentError("idempotency_keys", "must have one key (or None) per proposal")
         if fence is not None and not isinstance(fence, Fence):
             raise ContentError("fence", f"must be a blackboard.Fence, not {fence!r:.80}")
-        prepared = self._prepare_all(proposals, keys)
-        results: list[WriteResult | None] = [early for early, _ in prepared]
-        pending = [(i, w) for i, (early, w) in enumerate(prepared) if early is None]
-        if pending:
-            appended = self._append([w for _, w in pending], fence)
-            for (index, write), outcome in zip(pending, appended, strict=True):
-                results[index] = _result(write, outcome)
+        writes, results = self._prepare_all(proposals, keys)
+        # Indexes, not (index, write) pairs: a big batch's tuples would all live until it
+        # commits, and every one is an object for the cyclic GC to walk.
+        admitted = [i for i, early in enumerate(results) if early is None]
+        if admitted:
+            appended = self._append([writes[i] for i in admitted], fence)
+            for index, outcome in zip(admitted, appended, strict=True):
+                results[index] = _result(writes[index], outcome)
             self._after_append(appended)
         return [r for r in results if r is not None]
 
@@ -201,11 +202,15 @@ class Control:
                 if kind is _LEVEL
                 else ProposedPremiseWrite(writer, region, value, expected_version)
             )
-        store = self._store
-        found = store.find_keys(self.board_id, [key]) if key is not None else _NO_KEYS
-        early = self._prepare(proposed, write, found, store.outcome(self.board_id), {})
-        if early is not None:
-            return early
+        if proposed is not None or key is not None or write.check_permission:
+            store = self._store
+            found = store.find_keys(self.board_id, [key]) if key is not None else _NO_KEYS
+            early = self._prepare(proposed, write, found, store.outcome(self.board_id), {})
+            if early is not None:
+                return early
+        # Else nothing needs settling before the transaction (no rule to spare a closed
+        # run, no key, no grant), and the transaction's own closed-run check answers the
+        # very Rejected(RUN_CLOSED) the early one would: the run state is not read twice.
         appended = self._append([write])
         result = _result(write, appended[0])
         self._after_append(appended)
@@ -282,8 +287,8 @@ class Control:
 
     def _prepare_all(
         self, proposals: Sequence[ProposedWrite], keys: Sequence[str | None]
-    ) -> list[tuple[WriteResult | None, PendingWrite]]:
-        """Run every check that needs no lock; per proposal, an early result or None, and the write.
+    ) -> tuple[list[PendingWrite], list[WriteResult | None]]:
+        """Run every check that needs no lock: the writes, and per write an early result or None.
 
         The store is asked once per batch (keys, run state, grants), not once per write.
         """
@@ -293,10 +298,11 @@ class Control:
         outcome = self._store.outcome(self.board_id)
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
-        return [
-            (prepare(proposed, write, found, outcome, grants), write)
+        early = [
+            prepare(proposed, write, found, outcome, grants)
             for proposed, write in zip(proposals, writes, strict=True)
         ]
+        return writes, early
 
     def _prepare(
         self,

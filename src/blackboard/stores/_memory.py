@@ -46,7 +46,9 @@ class _Txn:
 
     def __init__(self, board: _Board) -> None:
         self.board = board
-        self.added: list[tuple[Record, PendingWrite, str]] = []
+        # Records only: their idempotency key is the write's, and a keyed record's
+        # fingerprint is in self.keys. No tuple per write for the cyclic GC to walk.
+        self.added: list[Record] = []
         self.premises: dict[str, int] = {}
         self.uniques: dict[tuple[str, str], int] = {}
         self.grants = board.grants  # copied on the first grant or revoke (copy-on-write)
@@ -84,9 +86,9 @@ class _Txn:
         return None if found is None else (self.board.records[found[0]], found[1])
 
     def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
-        self.added.append((record, write, fingerprint))
-        if write.idempotency_key is not None:
-            self.keys[write.idempotency_key] = (record, fingerprint)
+        self.added.append(record)
+        if record.idempotency_key is not None:
+            self.keys[record.idempotency_key] = (record, fingerprint)
         region = record.region
         if record.kind is RecordKind.PREMISE and region is not None:
             self.premises[region] = record.version or 0
@@ -107,7 +109,7 @@ class _Txn:
     def commit(self) -> None:
         board = self.board
         records, by_region = board.records, board.by_region
-        for record, write, print_ in self.added:
+        for record in self.added:
             index = len(records)
             records.append(record)
             region, kind = record.region, record.kind
@@ -115,8 +117,9 @@ class _Txn:
                 by_region.setdefault(region, []).append(index)
             elif kind is _PREMISE and region is not None:
                 board.premises[region] = index
-            if write.idempotency_key is not None:
-                board.keys[write.idempotency_key] = (index, print_)
+            key = record.idempotency_key
+            if key is not None:
+                board.keys[key] = (index, self.keys[key][1])
         if self.uniques:
             board.uniques.update(self.uniques)
         board.grants = self.grants
