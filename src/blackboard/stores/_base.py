@@ -191,10 +191,16 @@ def fingerprint(write: PendingWrite) -> str:
 class Transaction(Protocol):
     """The primitives a backend offers inside one admitting transaction.
 
-    A transaction that keeps a write's fingerprint only when the write has an
-    idempotency key may say so with a class attribute ``keyless_fingerprints = False``:
-    :func:`apply_writes` then passes ``""`` to :meth:`insert` for keyless writes instead
-    of computing a SHA-256 no one will compare. Without it, every write's is computed.
+    Two optional extras, for speed only:
+
+    - A transaction that keeps a write's fingerprint only when the write has an
+      idempotency key may say so with a class attribute ``keyless_fingerprints = False``:
+      :func:`apply_writes` then passes ``""`` to :meth:`insert` for keyless writes instead
+      of computing a SHA-256 no one will compare. Without it, every write's is computed.
+    - A method ``prefetch_keys(keys)``, if present, is called once per batch with the
+      batch's idempotency keys before any :meth:`find_key`, so that a backend can look
+      them all up in one query; :meth:`find_key` must still answer exactly as without it
+      (the transaction holds the board, so what it read stays true until it ends).
     """
 
     def head(self) -> int:
@@ -252,6 +258,11 @@ def apply_writes(
         return [ClaimLost(fence.holder)] * len(writes)
     at = datetime.fromtimestamp(time.time(), UTC)
     every_print = getattr(txn, "keyless_fingerprints", True)
+    prefetch = getattr(txn, "prefetch_keys", None)
+    if prefetch is not None:
+        keys = [w.idempotency_key for w in writes if w.idempotency_key is not None]
+        if keys:
+            prefetch(keys)
     return [_apply_one(txn, write, at, every_print) for write in writes]
 
 

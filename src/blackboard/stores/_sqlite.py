@@ -87,6 +87,13 @@ CREATE TABLE IF NOT EXISTS bb_claims (
 """
 
 _COLUMNS = "seq, kind, region, writer, payload, version, at, ikey"
+# Keys by the ikey index: left to itself, SQLite answers "ikey IN (...)" by scanning the
+# whole board through the primary key (the partial index is not seen to apply), which made
+# every 500-key look-up cost a pass over the board: 21 ms against 2.8 ms at 100,000 records.
+_FIND_KEYS = (
+    f"SELECT {_COLUMNS}, fingerprint FROM bb_records INDEXED BY bb_records_ikey"
+    " WHERE board_id = ? AND ikey IN ({})"
+)
 _BUSY_RETRIES = 10  # on top of busy_timeout: a stuck lock surfaces within a minute
 
 ConnectionFactory = Callable[[str], sqlite3.Connection]
@@ -259,11 +266,7 @@ class SQLiteStore(Store):
             for start in range(0, len(keys), 500):
                 chunk = list(keys[start : start + 500])
                 marks = ",".join("?" * len(chunk))
-                rows = cur.execute(
-                    f"SELECT {_COLUMNS}, fingerprint FROM bb_records"
-                    f" WHERE board_id = ? AND ikey IN ({marks})",
-                    (board_id, *chunk),
-                ).fetchall()
+                rows = cur.execute(_FIND_KEYS.format(marks), (board_id, *chunk)).fetchall()
                 found.update((row[7], (_record(row[:-1]), str(row[-1]))) for row in rows)
             return found
 
@@ -474,6 +477,12 @@ class _SQLiteTxn:
         self._stored_head: int | None = None
         self._closed: int | None = None
         self._closed_read = False
+        # Keys prefetch_keys found on the board, and keys it found absent: under BEGIN
+        # IMMEDIATE no one else can write a key before this transaction ends.
+        self._found: dict[str, tuple[Record, str]] = {}
+        self._absent: set[str] = set()
+        self._at: datetime | None = None
+        self._at_seconds = 0.0
 
     def head(self) -> int:
         if self._head is None:
@@ -533,7 +542,21 @@ class _SQLiteTxn:
             held += int(count)
         return held == len(ordered)
 
+    def prefetch_keys(self, keys: Sequence[str]) -> None:
+        """Look a batch's keys up in one query per 500, for find_key to answer from."""
+        for start in range(0, len(keys), 500):
+            chunk = list(dict.fromkeys(keys[start : start + 500]))
+            marks = ",".join("?" * len(chunk))
+            rows = self.cur.execute(_FIND_KEYS.format(marks), (self.board_id, *chunk)).fetchall()
+            found = {row[7]: (_record(row[:-1]), str(row[-1])) for row in rows}
+            self._found.update(found)
+            self._absent.update(key for key in chunk if key not in found)
+
     def find_key(self, key: str) -> tuple[Record, str] | None:
+        if key in self._absent:
+            return None
+        if key in self._found:
+            return self._found[key]
         row = self.cur.execute(
             f"SELECT {_COLUMNS}, fingerprint FROM bb_records WHERE board_id = ? AND ikey = ?",
             (self.board_id, key),
@@ -542,25 +565,35 @@ class _SQLiteTxn:
 
     def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
         cur, board = self.cur, self.board_id
+        if record.idempotency_key is not None:
+            # The key is taken now: find_key reads it back from the table, as before.
+            self._absent.discard(record.idempotency_key)
         cur.execute(
             "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
             " ikey, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 board,
                 record.sequence,
-                record.kind.value,
+                record.kind._value_,  # what .value returns, without the enum property's call
                 record.region,
                 record.writer,
                 write.payload,
                 record.version,
-                record.at.timestamp(),
+                self._timestamp(record.at),
                 record.idempotency_key,
                 fingerprint,
             ),
         )
-        self._derive(record, write)
+        if record.kind is not RecordKind.LEVEL or write.unique_key is not None:
+            self._derive(record, write)  # a plain contribution derives nothing
         # The head row is written once per transaction, in finish().
         self._head = record.sequence
+
+    def _timestamp(self, at: datetime) -> float:
+        # A batch's records share one admission time: convert it once, not per record.
+        if at is not self._at:
+            self._at, self._at_seconds = at, at.timestamp()
+        return self._at_seconds
 
     def _derive(self, record: Record, write: PendingWrite) -> None:
         cur, board, region = self.cur, self.board_id, record.region
