@@ -3,7 +3,10 @@
 Their ``__init__`` is ``buddhi._frozen.fast_init``'s (slots set through their member
 descriptors, for speed); these tests hold it to the contract of the dataclass-generated
 one it replaces: the same parameters and defaults, keyword calls, ``replace``, equality
-and hashing, ``__post_init__`` checks, and no way to assign or delete a field.
+and hashing, ``__post_init__`` checks, and no way to assign or delete a field. The
+kernel's hot path builds them with ``buddhi._frozen.builder`` (a twin class whose
+instances become the frozen class): what it returns must be indistinguishable from
+what the class builds.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from buddhi import (
     Spend,
     evaluate_item,
 )
-from buddhi._frozen import fast_init
+from buddhi._frozen import builder, fast_init
 from buddhi.errors import BudgetError
 from buddhi.reference import build_seams
 
@@ -113,6 +116,48 @@ def test_every_outcome_evaluate_item_builds_is_frozen() -> None:
             setattr(value, dataclasses.fields(value)[0].name, None)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("value", SAMPLES, ids=lambda v: type(v).__name__)
+def test_a_builder_builds_exactly_what_the_class_builds(value: Any) -> None:
+    cls = type(value)
+    build = builder(cls)
+    args = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    built = build(*args)
+    assert type(built) is cls and isinstance(built, cls)
+    assert built == value and hash(built) == hash(value) and repr(built) == repr(value)
+    assert pickle.loads(pickle.dumps(built)) == value
+    assert dataclasses.replace(built) == value
+    name = dataclasses.fields(value)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(built, name, "changed")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(built, name)
+    assert not hasattr(built, "__dict__")
+    required = [f for f in dataclasses.fields(value) if f.default is dataclasses.MISSING]
+    assert build(*args[: len(required)]) == cls(*args[: len(required)])  # the defaults
+    with pytest.raises(TypeError):
+        build(*args, bogus=1)
+
+
+def test_a_builder_runs_post_init() -> None:
+    build = builder(AdmissionRequest)
+    with pytest.raises(BudgetError, match="finite number in"):
+        build(GLOBAL_SCOPE, "i", "s", 1.5, GraduatedBar())
+
+
+def test_evaluate_item_builds_outcomes_of_the_public_classes() -> None:
+    outcome = evaluate_item(Item("i", "s"), build_seams())
+    values = [outcome, outcome.spend, outcome.convergence, outcome.route, outcome.ask]
+    assert [type(value).__name__ for value in values] == [
+        "Outcome",
+        "Spend",
+        "ConvergenceReport",
+        "RouteJudgment",
+        "Ask",
+    ]
+    assert type(outcome) is Outcome and type(outcome.admission) is Admission
+    assert type(outcome.route) is RouteJudgment and type(outcome.ask) is Ask
+
+
 def test_fast_init_refuses_what_it_cannot_copy_faithfully() -> None:
     @dataclass(frozen=True)
     class NoSlots:
@@ -141,3 +186,5 @@ def test_fast_init_refuses_what_it_cannot_copy_faithfully() -> None:
     for cls in (NoSlots, NotFrozen, Factory, KeywordOnly, WithInitVar, int):
         with pytest.raises(TypeError):
             fast_init(cls)
+        with pytest.raises(TypeError):
+            builder(cls)

@@ -12,6 +12,7 @@ from buddhi._asks import MAX_OPTIONS, MIN_OPTIONS, Ask, AskOption
 from buddhi._budget import GraduatedBar
 from buddhi._convergence import ConvergencePolicy
 from buddhi._effort import EffortScale, Spend
+from buddhi._frozen import builder
 from buddhi._items import Item
 from buddhi._store import ExclusionCause, Tier
 from buddhi.errors import PolicyError
@@ -159,7 +160,10 @@ class ReferencePack:
             iterations=spend.iterations,
             confidence=item.confidence,
         )
-        return Ask(item.id, question, self._options, 1.0 - item.confidence)
+        return _ask(item.id, question, self._options, 1.0 - item.confidence)
+
+
+_ask = builder(Ask)  # Ask(...) at half the cost: see buddhi._frozen
 
 
 def _build_options(policy: Policy) -> tuple[AskOption, ...]:
