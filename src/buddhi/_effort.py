@@ -93,8 +93,15 @@ class EffortScale:
         return rank
 
     def iterations(self, effort: str) -> int:
-        """Return the iterations an effort allows."""
-        return self.levels[self.rank(effort)][1]
+        """Return the iterations an effort allows.
+
+        Raises:
+            UnknownEffortError: The effort is not in the scale.
+        """
+        rank = self._rank.get(effort)
+        if rank is None:
+            rank = self.rank(effort)  # raises, naming the effort
+        return self.levels[rank][1]
 
 
 def _require_levels(levels: object) -> None:

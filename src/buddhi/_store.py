@@ -230,9 +230,11 @@ class ScopeCounter:
     @property
     def load(self) -> float:
         """The spent fraction of the ceiling; a zero ceiling is always full."""
-        if self.scope.ceiling == 0:
+        ceiling = self.scope.ceiling
+        if ceiling == 0:
             return 1.0
-        return min(1.0, self.spent / self.scope.ceiling)
+        fraction = self.spent / ceiling
+        return fraction if fraction < 1.0 else 1.0
 
     def at(self, now: datetime) -> ScopeCounter:
         """Return this counter as of ``now``: ``spent`` restarts when a new window began."""
