@@ -231,6 +231,8 @@ class Worker:
             if self.controller._observers:
                 self._redeliver = list(board._state.segments[Segment.ESCALATE])
             reason = self._loop()
+            if reason == "settled":
+                self._tidy()
         finally:
             self._beating.set()
             heart.join(timeout=5)
@@ -393,6 +395,29 @@ class Worker:
         self._redeliver = [key for key in self._redeliver if key not in done]
         if not got:
             self._wait(min(self.settings.lease.total_seconds() / 4, 1.0))
+
+    def _tidy(self) -> None:
+        """Clear the lapsed claims a dead worker left on entries that are settled.
+
+        A worker killed between settling an entry and releasing it leaves a claim nobody
+        needs to take over (the entry has no work), so a settled run would keep it for
+        good. Claiming takes only lapsed leases (by the store's clock) and skips live
+        ones, so this never touches a claim a living worker holds.
+        """
+        state = self._board._state
+        try:
+            left = [
+                claim.key
+                for claim in self._board.model.store.claims(self._board.board_id)
+                if claim.holder != self.name
+                and claim.key in state.entries
+                and not state.open_work(claim.key)
+            ]
+            if left:
+                taken = self._control.claim(self.name, left, lease=self.settings.lease)
+                self._control.release(self.name, [claim.key for claim in taken])
+        except BlackboardError as exc:  # tidying is a courtesy; the run is settled anyway
+            _log.warning("worker %s could not clear lapsed claims: %s", self.name, exc)
 
     def _check_claims(self, keys: list[str]) -> None:
         """A fenced batch was refused: keep the claims still held, drop the lost ones."""

@@ -127,6 +127,21 @@ def test_three_workers_on_an_embedded_store_end_as_one_controller(
     assert blackboard.model.reader.claims() == ()
 
 
+def test_a_settled_run_clears_the_lapsed_claims_a_dead_worker_left(
+    local_store_spec: StoreSpec,
+) -> None:
+    """A worker killed after settling entries, before releasing them, leaves their claims."""
+    blackboard, _ = w1(20, local_store_spec.open(), board_id="tidy")
+    assert [s.reason for s in _workers(local_store_spec, "tidy", 1, batch=10)] == ["settled"]
+    control = blackboard.model.control
+    control.claim("dead", ["e0", "e1"], lease=timedelta(milliseconds=1))  # lapses at once
+    control.claim("alive", ["e2"], lease=timedelta(seconds=60))  # a live holder's: kept
+    time.sleep(0.01)
+    assert [s.reason for s in _workers(local_store_spec, "tidy", 1, batch=10)] == ["settled"]
+    holders = {claim.key: claim.holder for claim in blackboard.model.reader.claims()}
+    assert holders == {"e2": "alive"}
+
+
 class Never(KnowledgeSource):
     """A source that never thinks it can help."""
 
