@@ -284,8 +284,12 @@ class BrokenCasMachine(MemoryBoardMachine):
         self.model.control.set_premise = unguarded  # type: ignore[method-assign]
 
 
+_NEGATIVE = settings(max_examples=200, stateful_step_count=30, deadline=None, database=None)
+
+
 def test_the_machine_catches_a_cas_without_a_version_guard() -> None:
-    test = BrokenCasMachine.TestCase("runTest")
-    test.settings = settings(max_examples=200, stateful_step_count=30, deadline=None, database=None)
+    case = BrokenCasMachine.TestCase  # settings is a class variable: set it on the class
+    case.settings = _NEGATIVE
+    test = case("runTest")
     with pytest.raises(AssertionError):
         test.runTest()

@@ -92,13 +92,17 @@ class UnguardedPgMachine(PgBoardMachine):
         self.model.control.set_premise = unguarded  # type: ignore[method-assign]
 
 
+_NEGATIVE = settings(
+    max_examples=60, stateful_step_count=30, deadline=None, database=None,
+    phases=[Phase.generate],  # finding it is the point; shrinking on a server is slow
+    suppress_health_check=[HealthCheck.too_slow],
+)  # fmt: skip
+
+
 def test_the_machine_catches_a_postgres_cas_without_a_version_guard() -> None:
     pg_server()
-    test = UnguardedPgMachine.TestCase("runTest")
-    test.settings = settings(
-        max_examples=60, stateful_step_count=30, deadline=None, database=None,
-        phases=[Phase.generate],  # finding it is the point; shrinking on a server is slow
-        suppress_health_check=[HealthCheck.too_slow],
-    )  # fmt: skip
+    case = UnguardedPgMachine.TestCase  # settings is a class variable: set it on the class
+    case.settings = _NEGATIVE
+    test = case("runTest")
     with pytest.raises(AssertionError):
         test.runTest()
