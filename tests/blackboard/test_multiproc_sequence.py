@@ -38,6 +38,10 @@ WRITERS = 8
 WRITES = sized(5_000, 5_000)
 CLOSE_TRIALS = sized(12, 100)
 CLOSE_WITHIN = 1.5  # seconds: the closer fires uniformly at random in [0, CLOSE_WITHIN]
+# In the close race each writer writes until the close stops it; the cap only bounds a
+# close that never lands. (5,000 was too few: SQLite's lock is not fair, and one writer
+# of a fast kernel could finish them all before the close, escaping the race.)
+UNTIL_CLOSED = 1_000_000
 
 
 def _trial(
@@ -107,7 +111,7 @@ def test_close_race_admits_nothing_after_the_close(tmp_path: Path) -> None:
                 pool,
                 path,
                 f"race-{trial}",
-                writes=WRITES,
+                writes=UNTIL_CLOSED,
                 close_after=rng.uniform(0, CLOSE_WITHIN),
             )
             admitted += figures["admitted"]
