@@ -52,6 +52,7 @@ CALM_AFTER = 4
 PARALLEL = 3
 _STARTING = threading.Lock()
 INCARNATIONS = 40
+LOST_STATUS = 255  # what multiprocessing reports when the forkserver cannot say the status
 PYBB_REGIONS = {
     "pybb.entries", "pybb.verdicts", "pybb.dispatches", "pybb.attempts", "pybb.handoffs",
     "pybb.restores", "pybb.changes", "pybb.escalations", "pybb.resolutions",
@@ -65,6 +66,7 @@ class RunResult:
     violations: list[str] = field(default_factory=list)
     fired: Counter[str] = field(default_factory=Counter)
     outcome: str | None = None
+    lost_status: int = 0
 
 
 # What the forkserver imports once, so a child starts in milliseconds. Installed modules
@@ -111,6 +113,12 @@ def seeded_run(
                 break
             if child.exitcode not in (137, 3):
                 text = errors.read_text() if errors.exists() else ""
+                if child.exitcode == LOST_STATUS and not text:
+                    # The forkserver lost the child's exit status (CPython gh-140867, under
+                    # load). The child itself only exits 0, 1 (with a traceback), 3 or 137:
+                    # go on as after a crash; the invariants were checked above.
+                    result.lost_status += 1
+                    continue
                 result.violations.append(f"incarnation {number} failed ({child.exitcode}): {text}")
                 break
         else:
@@ -207,9 +215,9 @@ def test_ra02_every_point_fires_and_every_run_recovers(
     forks: Any, pg_run: PgRun, tmp_path: Path
 ) -> None:
     reference = seeded_run(forks, pg_run, tmp_path, "reference", None)
-    assert reference.violations == [] and reference.incarnations == 1
+    assert reference.violations == [] and reference.incarnations == 1 + reference.lost_status
     fired: Counter[str] = Counter()
-    crashes = 0
+    crashes = lost = 0
 
     def one(seed: int) -> RunResult:
         return seeded_run(forks, pg_run, tmp_path, f"s{seed}", seed)
@@ -219,8 +227,12 @@ def test_ra02_every_point_fires_and_every_run_recovers(
             assert result.violations == [], failure(result)
             assert result.outcome == reference.outcome, failure(result) + " (another outcome)"
             fired += result.fired
-            crashes += result.incarnations - 1
-    print(f"RA-02: {RUNS} runs, {crashes} crashes, fired {dict(sorted(fired.items()))}")
+            crashes += result.incarnations - 1 - result.lost_status
+            lost += result.lost_status
+    print(
+        f"RA-02: {RUNS} runs, {crashes} crashes ({lost} exit statuses the forkserver lost), "
+        f"fired {dict(sorted(fired.items()))}"
+    )
     assert {point: fired[point] for point in POINTS if fired[point] < 20} == {}
     assert crashes >= RUNS // 2
 
