@@ -9,7 +9,7 @@ committed together in one durable transaction when the batch ends.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, KeysView, Mapping
+from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -153,6 +153,8 @@ class Blackboard:
         self._focus: dict[str, None] | None = None
         self._holder: str | None = None
         self._claim_lost = False
+        # Each attached controller's check of a new entry against its routes.
+        self._entry_checks: list[Callable[[str, str | None, Any], None]] = []
         self._state = Projection()
         self._model = create_model(
             regions=[*REGIONS, *extra],
@@ -216,6 +218,9 @@ class Blackboard:
             raise EntryExistsError(
                 key, "the key already holds a different entry; use a new key for a new entry"
             )
+        if content["segment"] == Segment.CERTIFY.value:
+            for check in self._entry_checks:
+                check(key, content.get("predicate"), content.get("conditions"))
         self._emit(ENTRIES, self._writer, content, f"entry/{key}")
 
     def write_entries(self, entries: Mapping[str, BlackboardEntry]) -> None:

@@ -77,6 +77,7 @@ class Route:
 
 
 _NO_ROUTE = Route()
+_UNDISPATCHED = frozenset({Stage.NEW, Stage.EVALUATED})
 
 
 class Controller:
@@ -85,8 +86,8 @@ class Controller:
     Args:
         blackboard: The board to work on.
         knowledge_sources: Sources to add at once (``route`` adds the ones it names).
-        max_cycles: The most cycles the board may run (counted on the board, so a
-            resumed run continues the count).
+        max_cycles: The most cycles one ``run()`` call may perform (``cycle_count``
+            keeps counting for the board's life; reaching the bound logs a warning).
         observers: Told of escalations, resolutions, cycles and halts.
         clock: Where retry back-off gets its time (default: the system clock).
 
@@ -127,6 +128,8 @@ class Controller:
         self._attempts = 0
         self._cycles = 0  # this controller's own cycles (a worker's count; the board has none)
         self._told_pending = False
+        self._late_routes: dict[str, None] = {}
+        blackboard._entry_checks.append(self._check_new_entry)
         for source in knowledge_sources:
             self.add_ks(source)
 
@@ -202,6 +205,10 @@ class Controller:
         """
         check_key(key)
         built = self._route(key, chain, on_pass, on_fail)
+        entry = self.blackboard._state.entries.get(key)
+        if entry is not None:
+            self._check_scopes(entry.key, entry.conditions, built)
+            self._note_late_route(entry, built)
         self.routes[key] = built
         return built
 
@@ -220,6 +227,10 @@ class Controller:
         if not isinstance(predicate, str) or not predicate:
             raise RouteError(f"route_predicate() needs a predicate name, got {predicate!r}")
         built = self._route(f"predicate {predicate!r}", chain, on_pass, on_fail)
+        for entry in self.blackboard._state.entries.values():
+            undispatched = entry.chain_name is None and entry.stage in _UNDISPATCHED
+            if undispatched and entry.predicate == predicate and entry.key not in self.routes:
+                self._check_scopes(entry.key, entry.conditions, built)
         self.predicate_routes[predicate] = built
         return built
 
@@ -277,35 +288,64 @@ class Controller:
             UnknownSourceError: The board holds an entry at a source not registered here.
         """
         attempts = self._attempts
-        self._start()
+        unrouted = self._start()
+        cycles = 0
         while True:
-            halted = self._halt_reason()
+            halted = self._halt_reason(cycles)
             if halted is not None:
                 break
-            if self._cycle() or self._wait():
+            if self._cycle():
+                cycles += 1
+                continue
+            if self._wait():
                 continue
             halted = HaltReason.QUIESCENT
             break
-        summary = self._summary(halted, self._attempts - attempts)
+        summary = self._summary(halted, self._attempts - attempts, unrouted)
         self._tell("on_halted", summary)
         return summary
 
-    def _start(self) -> None:
+    def _start(self) -> tuple[str, ...]:
+        """Take in the board, check what would fail mid-cycle; return the routes with no entry."""
         self._tell_resolutions(self.blackboard._catch_up())
         self._check_sources()
+        self._check_route_scopes()
+        unrouted = self._routes_without_entry()
         if not self._told_pending:
             self._told_pending = True
             for key in tuple(self.blackboard._state.segments[Segment.ESCALATE]):
                 self._tell_escalation(key, redelivered=True)
+        return unrouted
 
-    def _halt_reason(self) -> HaltReason | None:
+    def _routes_without_entry(self) -> tuple[str, ...]:
+        entries = self.blackboard._state.entries
+        missing = tuple(key for key in self.routes if key not in entries)
+        if missing:
+            _log.warning(
+                "%d routed key(s) have no entry on board %r, so their routes are not used: %s",
+                len(missing),
+                self.blackboard.board_id,
+                ", ".join(repr(key) for key in missing[:10]),
+            )
+        return missing
+
+    def _halt_reason(self, cycles: int) -> HaltReason | None:
         state = self.blackboard._state
         stages = state.stages
-        if not state.dirty and not (
-            stages[Stage.NEW] + stages[Stage.EVALUATED] + stages[Stage.WORKING]
+        if (
+            not state.dirty
+            and not state.unescalated
+            and not (stages[Stage.NEW] + stages[Stage.EVALUATED] + stages[Stage.WORKING])
         ):
             return HaltReason.SETTLED
-        if self.cycle_count >= self.max_cycles:
+        if cycles >= self.max_cycles:
+            _log.warning(
+                "the controller of board %r stopped after max_cycles=%d cycles with %d "
+                "entries still unsettled; run() again to go on, or raise max_cycles",
+                self.blackboard.board_id,
+                self.max_cycles,
+                len(state.unsettled),
+            )
             return HaltReason.MAX_CYCLES
         return None
 
@@ -322,6 +362,7 @@ class Controller:
         self._escalated = []
         attempts = self._attempts
         with board.batch():
+            self._escalate_written()
             self._evaluate_all()
             self._dispatch()
             self._advance_ready()
@@ -371,6 +412,12 @@ class Controller:
 
     # -- the seed's steps ------------------------------------------------------------------
 
+    def _escalate_written(self) -> None:
+        """Give each entry written straight to the escalate segment its escalation record."""
+        state = self.blackboard._state
+        for key in self._queue(state.unescalated):
+            self._escalate(state.entries[key], None, "written_to_escalate")
+
     def _evaluate_all(self) -> None:
         """Evaluate every entry whose measurement changed since its last verdict."""
         for key in self._queue(self.blackboard._state.dirty):
@@ -388,6 +435,10 @@ class Controller:
         if error is not None:
             content["error"] = error
         self.blackboard._emit(VERDICTS, CONTROLLER, content, None)
+        if entry.stage is Stage.GOOD and not good:
+            # It rested in good standing and changed since. Dispatch is once per key and
+            # its chain is spent, so a person decides (docs/adr/0009).
+            self._escalate(entry, None, "changed_after_settling")
         return good
 
     def _dispatch(self) -> None:
@@ -444,6 +495,11 @@ class Controller:
                 "reason": "exhausted" if restore else "passed",
             }
             board._emit(HANDOFFS, CONTROLLER, content, f"handoff/{key}/{position}")
+        elif restore and entry.chain_name is Chain.ON_PASS:
+            # Every confirmation failed, however it said so (raised, or left the entry
+            # failing): the pass was provisional, and the restored original that passed
+            # the cheap check is not a confirmation.
+            self._escalate(entry, current, "exhausted")
         elif entry.good_standing:
             self._evaluate_entry(key)
         else:
@@ -578,6 +634,7 @@ class Controller:
             entry.result,
             tuple(entry.attempts),
             tier_report,
+            entry.judgement_error,
         )
         content = {"key": entry.key, "source": source, "reason": reason, "report": report.to_json()}
         self.blackboard._emit(ESCALATIONS, CONTROLLER, content, f"escalate/{entry.key}")
@@ -651,13 +708,75 @@ class Controller:
                 if name not in registry:
                     raise UnregisteredPredicateError(key, name or "", sorted(registry))
 
+    def _check_route_scopes(self) -> None:
+        """Refuse, before anything is written, a scoped source that cannot apply to its entry."""
+        state = self.blackboard._state
+        for key in state.unsettled:
+            entry = state.entries[key]
+            if entry.chain_name is None and entry.stage in _UNDISPATCHED:
+                route = self._route_of(entry.key, entry.predicate)
+                if route is not None:
+                    self._check_scopes(key, entry.conditions, route)
+
+    def _check_new_entry(self, key: str, predicate: str | None, conditions: Any) -> None:
+        """Refuse an entry about to be written whose route has a source that cannot apply.
+
+        The blackboard calls this, for each controller attached to it, before it writes
+        an entry to the certify segment, so a bad route is refused where the entry is
+        written.
+
+        Raises:
+            RouteError: A source of the entry's route is scoped to a component the
+                entry does not have.
+        """
+        route = self._route_of(key, predicate)
+        if route is not None:
+            self._check_scopes(key, conditions, route)
+
+    def _route_of(self, key: str, predicate: str | None) -> Route | None:
+        return self.routes.get(key) or self.predicate_routes.get(predicate or "")
+
+    def _check_scopes(self, key: str, conditions: Mapping[str, str] | None, route: Route) -> None:
+        for source in (*route.on_pass, *route.on_fail):
+            component = source.component
+            if component is None or (conditions is not None and component in conditions):
+                continue
+            has = (
+                "a single measurement, no components"
+                if conditions is None
+                else f"components {sorted(conditions)}"
+            )
+            raise RouteError(
+                f"route for entry {key!r}: knowledge source {source.name!r} is scoped to "
+                f"component {component!r}, which the entry does not have (it has {has}); "
+                "scope the source to one of its components or route the entry to another "
+                "source. Nothing was written"
+            )
+
+    def _note_late_route(self, entry: EntryState, route: Route) -> None:
+        if entry.chain_name is None:
+            return
+        chain = route.on_pass if entry.chain_name is Chain.ON_PASS else route.on_fail
+        if tuple(source.name for source in chain) == entry.chain:
+            return  # the same route again (a resumed script): nothing is lost
+        self._late_routes[entry.key] = None
+        _log.warning(
+            "route for entry %r comes after it was dispatched onto %s %s; dispatch is once "
+            "per key, so this route is not used",
+            entry.key,
+            entry.chain_name.value,
+            list(entry.chain),
+        )
+
     def _check_sources(self) -> None:
         state = self.blackboard._state
         for name, keys in state.partitions.items():
             if keys and name not in self._sources:
                 raise UnknownSourceError(next(iter(keys)), name)
 
-    def _summary(self, halted: HaltReason, attempts: int) -> RunSummary:
+    def _summary(
+        self, halted: HaltReason, attempts: int, unrouted: tuple[str, ...] = ()
+    ) -> RunSummary:
         state = self.blackboard._state
         stages = state.stages
         return RunSummary(
@@ -669,6 +788,8 @@ class Controller:
             stages[Stage.RESOLVED],
             stages[Stage.NEW] + stages[Stage.EVALUATED] + stages[Stage.WORKING],
             attempts,
+            unrouted,
+            tuple(self._late_routes),
         )
 
     def _tell_escalation(self, key: str, *, redelivered: bool) -> None:
@@ -699,11 +820,11 @@ class Controller:
             except Exception:
                 _log.exception("observer %r failed in %s", observer, hook)
 
-    def status(self, *, limit: int | None = 20, console: Any = None) -> None:
-        """Print the cycle count and the entries as a table (the first ``limit`` rows).
+    def status(self, *, limit: int | None = None, console: Any = None) -> None:
+        """Print the cycle count and all the entries as a table (escalated ones first).
 
         Args:
-            limit: The most entries to list (escalated ones first); ``None`` lists all.
+            limit: The most entries to list; ``None`` (the default) lists all.
             console: A ``rich.console.Console`` to print to (default: standard output).
         """
         from pybb._status import print_status

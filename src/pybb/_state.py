@@ -90,6 +90,7 @@ class EntryState:
         "escalation",
         "escalation_seq",
         "good_standing",
+        "judgement_error",
         "key",
         "ks_history",
         "measurement",
@@ -116,6 +117,7 @@ class EntryState:
         self.result: bool | dict[str, bool] | None = None
         self.original_result: bool | dict[str, bool] | None = None
         self.good_standing = False
+        self.judgement_error: str | None = None  # what the last verdict's predicate raised
         self.segment = Segment(content["segment"])
         self.origin = self.segment
         self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
@@ -165,6 +167,7 @@ class Projection:
         self.partitions: dict[str, dict[str, None]] = {}
         self.ready: dict[str, None] = {}
         self.waiting: dict[str, None] = {}
+        self.unescalated: dict[str, None] = {}
         self.cycle = 0
         self.cycle_version = 1
         self.head = 0
@@ -201,13 +204,19 @@ class Projection:
         self.entries[entry.key] = entry
         self.segments[entry.segment][entry.key] = None
         self.stages[entry.stage] += 1
-        self.dirty[entry.key] = None
         if entry.stage in _OPEN_STAGES:
+            self.dirty[entry.key] = None
+            self.unsettled[entry.key] = None
+        else:
+            # Written straight to the escalate segment: never judged, but it still owes
+            # an escalation record (and its observers a word), which a controller writes.
+            self.unescalated[entry.key] = None
             self.unsettled[entry.key] = None
 
     def _verdict(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         entry.result = content["result"]
         entry.good_standing = bool(content["good_standing"])
+        entry.judgement_error = content.get("error")
         entry.provisional = False
         self.dirty.pop(entry.key, None)
         if entry.original_result is None:
@@ -249,6 +258,7 @@ class Projection:
         if "result" in content:
             entry.result = content["result"]
             entry.good_standing = bool(content["good_standing"])
+            entry.judgement_error = content.get("error")
             entry.provisional = False
         self._retry_at(entry, content.get("retry_at"))
         if entry.stage is _WORKING and entry.source == source:
@@ -269,6 +279,8 @@ class Projection:
             if isinstance(entry.result, dict) and isinstance(entry.original_result, dict):
                 entry.result = {**entry.result, component: entry.original_result[component]}
         entry.good_standing = _passes(entry.result) and not entry.provisional
+        if entry.stage is Stage.GOOD:
+            self.dirty[entry.key] = None  # a settled entry that changes is judged again
 
     def _change(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         writes = [[content.get("component"), content["value"]]]
@@ -279,6 +291,7 @@ class Projection:
         self.dirty[entry.key] = None
 
     def _escalation(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        self.unescalated.pop(entry.key, None)
         self._leave(entry)
         self._move(entry, Segment.ESCALATE)
         self._stage(entry, Stage.ESCALATED)

@@ -179,14 +179,20 @@ class EscalationReport:
         source: The knowledge source (tier) whose failure ended the route; ``None``
             when the chosen chain was empty.
         chain: The chain the entry was on.
-        reason: ``"exhausted"`` (the last source used up its attempts),
-            ``"end_of_route"`` (the last component source fixed its component but the
-            entry as a whole still fails) or ``"empty_chain"`` (nothing could help).
+        reason: ``"exhausted"`` (the last source used up its attempts; on the
+            ``on_pass`` chain: every confirmation failed), ``"end_of_route"`` (the last
+            component source fixed its component but the entry as a whole still fails),
+            ``"empty_chain"`` (nothing could help), ``"changed_after_settling"`` (an
+            entry at rest in good standing changed and now fails; its one dispatch is
+            spent) or ``"written_to_escalate"`` (the application wrote it to the
+            escalate segment itself).
         measurement: The measurement the entry was escalated with.
         original_measurement: The measurement as first written.
         result: The last verdict.
         attempts: Every attempt on the entry, all tiers, in order.
         tier_report: The last report the failing tier attached, if any.
+        error: What the last verdict's predicate raised (exception type and message),
+            if it raised.
     """
 
     key: str
@@ -198,6 +204,7 @@ class EscalationReport:
     result: bool | dict[str, bool] | None
     attempts: tuple[AttemptSummary, ...] = ()
     tier_report: Any = None
+    error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form kept on the board."""
@@ -211,6 +218,8 @@ class EscalationReport:
             "result": self.result,
             "attempts": [a.to_json() for a in self.attempts],
             "tier_report": self.tier_report,
+            # Only when a predicate raised, so the records of every other run keep their form.
+            **({} if self.error is None else {"error": self.error}),
         }
 
     @classmethod
@@ -226,6 +235,7 @@ class EscalationReport:
             data["result"],
             tuple(AttemptSummary.from_json(a) for a in data["attempts"]),
             data.get("tier_report"),
+            data.get("error"),
         )
 
 
@@ -333,6 +343,11 @@ class RunSummary:
         resolved: Entries resolved by a person.
         pending: Entries still new, evaluated or being worked on.
         attempts: Attempts made by this call.
+        routes_without_entry: Keys routed with ``route()`` that had no entry on the
+            board when the call started (a typo, or an entry not written yet).
+        routes_after_dispatch: Keys whose ``route()`` came after the entry was
+            dispatched onto another chain: dispatch is once per key, so the route
+            is not used.
     """
 
     halted: HaltReason
@@ -343,3 +358,5 @@ class RunSummary:
     resolved: int
     pending: int
     attempts: int
+    routes_without_entry: tuple[str, ...] = ()
+    routes_after_dispatch: tuple[str, ...] = ()

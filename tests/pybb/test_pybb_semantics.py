@@ -384,7 +384,9 @@ def test_history_is_the_board_log_and_every_change_is_a_write(open_board: OpenBo
     assert board.history == history
 
 
-def test_halts_at_max_cycles_counted_on_the_board(open_board: OpenBoard) -> None:
+def test_halts_at_max_cycles_of_one_run_while_the_board_keeps_counting(
+    open_board: OpenBoard,
+) -> None:
     board = open_board()
     ctl = controller(board, max_cycles=4)
     ctl.route("e1", [Dec("dec", 100)])
@@ -393,7 +395,8 @@ def test_halts_at_max_cycles_counted_on_the_board(open_board: OpenBoard) -> None
     assert ctl.cycle_count == 4 and board.get_entry("e1").ks_history == {"dec": 4}
     again = controller(open_board(), max_cycles=4)
     again.add_ks(Dec("dec", 100))
-    assert again.run().halted is HaltReason.MAX_CYCLES and again.cycle_count == 4
+    assert again.run().halted is HaltReason.MAX_CYCLES and again.cycle_count == 8
+    assert again.blackboard.get_entry("e1").ks_history == {"dec": 8}
 
 
 def test_halts_quiescent_when_no_source_can_contribute(open_board: OpenBoard) -> None:
