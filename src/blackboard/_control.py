@@ -3,7 +3,13 @@
 In order: region checks (raised), closed run, agent permission, the application's
 admission rule (run without the lock), then, inside the store's admitting transaction,
 the premise version, uniqueness, the next sequence number and the append; last, outside
-any lock, the subscribed agents are notified in sequence order.
+any lock, the agents concerned are notified in sequence order. A write carrying an
+idempotency key already on the board is settled first of all: it returns the first
+``Written`` (``repeat=True``) before the closed-run, permission and rule checks.
+
+Who is notified (docs/adr/0008-who-is-notified.md): a contribution or premise value
+goes to the agents subscribed to its region; a grant or revoke goes to the agent it
+names, delivered when it commits; the close goes to nobody.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ DEFAULT_MAX_CONTENT_BYTES = 1 << 20
 _COMPLETE = "the termination predicate says the run is complete"
 _ACCEPT = Accept()  # frozen and field-less: one instance serves every rule-less write
 _LEVEL, _PREMISE = RecordKind.LEVEL, RecordKind.PREMISE
+_GRANT, _REVOKE = RecordKind.GRANT, RecordKind.REVOKE
 _OPEN = RunStatus.OPEN
 _NO_KEYS: Mapping[str, tuple[Record, str]] = {}  # never written to: "no key was found"
 _log = logging.getLogger("blackboard")
@@ -103,12 +110,15 @@ class Control:
         self._agents_only = agents_only
         self._max_bytes = max_content_bytes
         self._level_what: dict[str, str] = {}  # level name -> how a ContentError names it
+        # Only agents that can be told anything: one without notify is never queued.
         self._subscribers: dict[str, list[Agent]] = {}
         for agent in agents.values():
-            for region in agent.subscribes_to:
-                self._subscribers.setdefault(region, []).append(agent)
-        # Nobody to notify: the queue stays empty, so writes skip it (a hot-path saving).
-        self._notifying = any(a.notify is not None for a in agents.values() if a.subscribes_to)
+            if agent.notify is not None:
+                for region in agent.subscribes_to:
+                    self._subscribers.setdefault(region, []).append(agent)
+        # Any agent with notify may be granted or revoked, subscribed or not. With none,
+        # the queue stays empty, so writes skip it (a hot-path saving).
+        self._notifying = any(a.notify is not None for a in agents.values())
         self._lock = threading.Lock()
         self._queue: deque[tuple[Agent, Record]] = deque()
         self._queue_lock = threading.Lock()
@@ -470,6 +480,9 @@ class Control:
         if isinstance(outcome, Closed):
             return _closed(outcome.sequence)
         assert isinstance(outcome, Appended)
+        # The agent concerned hears of it now, not at whichever write happens next.
+        if self._notifying:
+            self._deliver()
         return Written(outcome.record.sequence)
 
     def _region_any(self, name: object) -> Region:
@@ -505,12 +518,25 @@ class Control:
 
     # -- notification ----------------------------------------------------------------
 
-    def _enqueue(self, records: Any) -> None:
+    def _enqueue(self, records: Any, *, permissions: bool = True) -> None:
+        """Queue each record to whoever it concerns; called under ``self._lock``.
+
+        A LEVEL or PREMISE record goes to its region's subscribers; a GRANT or REVOKE
+        only to the agent it names (it is not a contribution to the region), and only
+        when ``permissions``; a CLOSE to nobody.
+        """
+        subscribers, agents, queue = self._subscribers, self._agents, self._queue
         with self._queue_lock:
             for record in records:
-                for agent in self._subscribers.get(record.region or "", ()):
-                    if agent.notify is not None:
-                        self._queue.append((agent, record))
+                kind = record.kind
+                if kind is _LEVEL or kind is _PREMISE:
+                    for agent in subscribers.get(record.region, ()):
+                        queue.append((agent, record))
+                elif permissions and (kind is _GRANT or kind is _REVOKE):
+                    # Only the board writes these kinds, so content is its {"agent": name}.
+                    concerned = agents.get(record.content.get("agent"))
+                    if concerned is not None and concerned.notify is not None:
+                        queue.append((concerned, record))
 
     def _deliver(self) -> None:
         """Deliver queued notifications in order; a nested call leaves them to the outer one."""
@@ -539,9 +565,14 @@ class Control:
             _log.exception("agent %r failed handling sequence %d", agent.name, record.sequence)
 
     def catch_up(self) -> None:
-        """Queue every stored write to each subscriber, then deliver (the control loop's start)."""
+        """Queue every stored write to its region's subscribers, then deliver them.
+
+        The control loop's start. Grants and revokes are not replayed: they were told
+        when they committed, and the opening grants are the model's own declaration;
+        an agent reads its permissions from ``reader.state().permissions``.
+        """
         with self._lock:
-            self._enqueue(self._store.read_log(self.board_id))
+            self._enqueue(self._store.read_log(self.board_id), permissions=False)
         self._deliver()
 
 

@@ -159,7 +159,11 @@ class BoardState:
 
 @dataclass(frozen=True, slots=True)
 class Notification:
-    """What an agent is told: one accepted write to a region it subscribes to."""
+    """What an agent is told: a write to a region it watches, or a change of its permissions.
+
+    See ``Agent.notify``: a LEVEL or PREMISE record of a subscribed region, or a GRANT or
+    REVOKE record naming this agent.
+    """
 
     agent: str
     record: Record

@@ -61,9 +61,13 @@ class Agent:
     Args:
         name: The writer name the agent writes under.
         writes_to: The regions it may write; a level outside them is ``NOT_PERMITTED``.
-        subscribes_to: The regions whose changes it is notified of.
+        subscribes_to: The regions whose contributions (a level's) or values (a
+            premise's) it is notified of; grants and revokes naming the region are not.
         notify: Called, outside any lock and in sequence order, with a notification of
-            each accepted write to a region it subscribes to.
+            each accepted write to a region it subscribes to, and of each grant or revoke
+            of its own permissions (``record.kind`` GRANT or REVOKE, ``record.region`` the
+            region concerned), when that commits. Only this process's writes are told;
+            another process's are read with ``BoardReader.follow``.
     """
 
     name: str

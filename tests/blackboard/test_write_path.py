@@ -227,6 +227,51 @@ def test_idempotent_repeat_after_close_still_reports_the_first_outcome(
     assert isinstance(again, Written) and again.repeat
 
 
+def test_a_repeated_key_is_settled_before_the_run_permission_rule_and_version_checks(
+    store_spec: StoreSpec,
+) -> None:
+    """The key is the first check after the region and content checks (README, ADR 0003).
+
+    A repeat returns the first ``Written`` although, since the first write, the agent's
+    permission was revoked, the rule came to refuse it, the premise moved on and the run
+    closed; the rule is not asked about it again. A different write under the same key
+    still raises on the closed run: the key is judged before the run state.
+    """
+    rule = RecordingRule()
+    model = _model(store_spec, rule)
+    control = model.control
+    first = control.write("scout", "findings", {"f": 1}, idempotency_key="k1")
+    cas = control.set_premise("scout", "window", 6, expected_version=1, idempotency_key="k2")
+    assert first == Written(OPENING + 1) and cas == Written(OPENING + 2, 2)
+
+    def repeats() -> list[Any]:
+        return [
+            control.write("scout", "findings", {"f": 1}, idempotency_key="k1"),
+            control.set_premise("scout", "window", 6, expected_version=1, idempotency_key="k2"),
+            *control.write_all(
+                [
+                    ProposedContribution("scout", "findings", {"f": 1}),
+                    ProposedPremiseWrite("scout", "window", 6, 1),
+                ],
+                idempotency_keys=["k1", "k2"],
+            ),
+        ]
+
+    expected = [Written(first.sequence, repeat=True), Written(cas.sequence, 2, repeat=True)] * 2
+    control.set_premise("scout", "window", 7, expected_version=2)  # the version moves on
+    control.revoke("scout", "findings")
+    assert repeats() == expected
+    rule.verdict = Reject("would refuse it now")
+    assert repeats() == expected
+    control.abort("done")
+    assert repeats() == expected
+    asked = [p for p in rule.seen if isinstance(p, ProposedContribution)]
+    assert asked == [ProposedContribution("scout", "findings", {"f": 1})]  # the first only
+    with pytest.raises(IdempotencyKeyError, match="'k1' was already used"):
+        control.write("scout", "findings", {"f": 2}, idempotency_key="k1")
+    assert model.reader.head() == OPENING + 5  # 2 writes, the CAS to 7, the revoke, the close
+
+
 def test_idempotency_key_reused_for_another_write_is_an_error(store_spec: StoreSpec) -> None:
     model = _model(store_spec)
     model.control.write("w", "findings", {"f": 1}, idempotency_key="k1")
