@@ -267,13 +267,48 @@ def test_seams_missing_a_method_are_refused() -> None:
     with pytest.raises(SeamError, match=r"Router .* lacks \['recommend'\]"):
         Seams(ReferencePack(), object(), store, transport, BlindOOBSource())  # type: ignore[arg-type]
 
-    class HalfBlind:
-        def can_observe_oob(self) -> bool:
-            return False
+    class AsksOnly:  # resolved_out_of_band alone is not the seam: can_observe_oob is
+        def resolved_out_of_band(self, item: Item) -> Resolution | None:
+            return None
 
-    with pytest.raises(SeamError, match=r"lacks \['resolved_out_of_band'\]"):
-        Seams(ReferencePack(), StaticRouter(), store, transport, HalfBlind())  # type: ignore[arg-type]
+    with pytest.raises(SeamError, match=r"OOBSource .* lacks \['can_observe_oob'\]"):
+        Seams(ReferencePack(), StaticRouter(), store, transport, AsksOnly())  # type: ignore[arg-type]
     with pytest.raises(SeamError, match=r"must subclass buddhi\.Store"):
         Seams(ReferencePack(), StaticRouter(), object(), transport, BlindOOBSource())  # type: ignore[arg-type]
     with pytest.raises(SeamError, match=r"must subclass buddhi\.EscalationTransport"):
         Seams(ReferencePack(), StaticRouter(), store, [], BlindOOBSource())  # type: ignore[arg-type]
+
+
+# The OOBSource seam is can_observe_oob() -> bool; resolved_out_of_band is optional.
+
+
+class SeesOnlyWhether:
+    """The seed's OOBSource: ``can_observe_oob`` and nothing else."""
+
+    def __init__(self, observes: bool) -> None:
+        self.observes = observes
+
+    def can_observe_oob(self) -> bool:
+        return self.observes
+
+
+def test_a_source_with_only_can_observe_oob_fits_the_seam(seams: Seams) -> None:
+    blind = Seams(seams.policy, seams.router, seams.store, seams.transport, SeesOnlyWhether(False))
+    outcome = evaluate_item(Item("i", "s"), blind)
+    assert outcome.disposition is Disposition.ESCALATED
+    assert Decision.CHECK_OOB_RESOLUTION in outcome.trail
+
+
+def test_a_source_that_observes_but_cannot_be_asked_is_a_clear_seam_error(
+    seams: Seams,
+) -> None:
+    sees = SeesOnlyWhether(True)
+    bundle = Seams(seams.policy, seams.router, seams.store, seams.transport, sees)
+    before = snapshot(seams.store)
+    with pytest.raises(SeamError) as raised:
+        evaluate_item(Item("i", "s"), bundle)
+    assert "can_observe_oob() returned True" in str(raised.value)
+    assert "resolved_out_of_band(item)" in str(raised.value)
+    assert "return False from can_observe_oob" in str(raised.value)
+    assert snapshot(seams.store) == before  # refused before the budget was asked
+    assert seams.transport.asks == ()  # type: ignore[attr-defined]
