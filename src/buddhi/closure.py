@@ -58,6 +58,19 @@ _CHECK_OOB_RESOLUTION, _AGGREGATE_BUDGET = (
     Decision.AGGREGATE_BUDGET,
 )
 
+# The trail each exit of evaluate_item records: the decisions its path called, in the
+# order it called them. Written out call by call rather than sliced from Decision, so
+# that each names what its path ran; a constant per exit rather than a tuple grown per
+# decision, which would cost ~60 ns a decision on the hot path. The test
+# test_the_trail_is_the_decisions_that_actually_ran_in_the_order_they_ran spies on the
+# seven calls and holds every path's record to them.
+_RAN_WORTH_ACTING = (_WORTH_ACTING,)
+_RAN_HAS_CONVERGED = (_WORTH_ACTING, Decision.DECIDE_SPEND, _HAS_CONVERGED)
+_RAN_ROUTE_JUDGMENT = (*_RAN_HAS_CONVERGED, _ROUTE_JUDGMENT)
+_RAN_VALIDATE_AND_ASK = (*_RAN_ROUTE_JUDGMENT, _VALIDATE_AND_ASK)
+_RAN_CHECK_OOB_RESOLUTION = (*_RAN_VALIDATE_AND_ASK, _CHECK_OOB_RESOLUTION)
+_RAN_AGGREGATE_BUDGET = (*_RAN_CHECK_OOB_RESOLUTION, _AGGREGATE_BUDGET)
+
 
 def evaluate_item(item: Item, seams: Seams, context: Context | None = None) -> Outcome:
     """Run the seven decisions over one item, in order, and return how it ended.
@@ -69,8 +82,9 @@ def evaluate_item(item: Item, seams: Seams, context: Context | None = None) -> O
             global pool and no ceiling.
 
     Returns:
-        The outcome: the disposition, the decision that ended the item and why, and
-        the annotations of the decisions before it.
+        The outcome: the disposition, the decision that ended the item and why, the
+        annotations of the decisions before it, and the trail of the decisions that
+        ran, recorded by the path that ran them.
 
     Raises:
         ItemTypeError: ``item`` is not an :class:`~buddhi.Item`.
@@ -85,14 +99,24 @@ def evaluate_item(item: Item, seams: Seams, context: Context | None = None) -> O
     ctx = context or _DEFAULT_CONTEXT
     policy = seams.policy
     if not worth_acting(item, policy):
-        return _outcome(item, _DISCARDED, _WORTH_ACTING)
+        return _outcome(item, _DISCARDED, _WORTH_ACTING, trail=_RAN_WORTH_ACTING)
     spend = decide_spend(item, seams.router, policy, ctx.effort_ceiling)
     convergence = has_converged(item, policy)
     if convergence.converged:
-        return _outcome(item, _CONVERGED, _HAS_CONVERGED, spend, convergence)
+        return _outcome(
+            item, _CONVERGED, _HAS_CONVERGED, spend, convergence, trail=_RAN_HAS_CONVERGED
+        )
     route = route_judgment(item, policy)
     if route.model_handles:
-        return _outcome(item, _MODEL_HANDLED, _ROUTE_JUDGMENT, spend, convergence, route)
+        return _outcome(
+            item,
+            _MODEL_HANDLED,
+            _ROUTE_JUDGMENT,
+            spend,
+            convergence,
+            route,
+            trail=_RAN_ROUTE_JUDGMENT,
+        )
     return _ask_a_person(item, seams, ctx, spend, convergence, route)
 
 
@@ -175,14 +199,16 @@ def _ask_a_person(
 ) -> Outcome:
     ask = validate_and_ask(item, seams.policy, spend)
     if isinstance(ask, InvalidAsk):
-        return _outcome(item, _INVALID_ASK, _VALIDATE_AND_ASK, spend, report, route, None, ask)
+        decision, ran = _VALIDATE_AND_ASK, _RAN_VALIDATE_AND_ASK
+        return _outcome(item, _INVALID_ASK, decision, spend, report, route, None, ask, ran)
     resolution = check_oob_resolution(item, seams.oob)
     if resolution is not None:
-        decision = _CHECK_OOB_RESOLUTION
-        return _outcome(item, _RESOLVED_OOB, decision, spend, report, route, ask, resolution)
+        decision, ran = _CHECK_OOB_RESOLUTION, _RAN_CHECK_OOB_RESOLUTION
+        return _outcome(item, _RESOLVED_OOB, decision, spend, report, route, ask, resolution, ran)
     verdict = aggregate_budget(item, ask, seams.store, seams.transport, seams.policy.bar, ctx.scope)
     ended = _ESCALATED if isinstance(verdict, Admission) else _DENIED
-    return _outcome(item, ended, _AGGREGATE_BUDGET, spend, report, route, ask, verdict)
+    decision, ran = _AGGREGATE_BUDGET, _RAN_AGGREGATE_BUDGET
+    return _outcome(item, ended, decision, spend, report, route, ask, verdict, ran)
 
 
 def _judge_child(

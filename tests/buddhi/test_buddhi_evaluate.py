@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -17,11 +18,13 @@ from buddhi import (
     Decision,
     Disposition,
     Item,
+    Outcome,
     Resolution,
     Seams,
     Spend,
     evaluate_item,
 )
+from buddhi import closure
 from buddhi.errors import (
     ItemTypeError,
     PolicyError,
@@ -277,6 +280,46 @@ def test_seams_missing_a_method_are_refused() -> None:
         Seams(ReferencePack(), StaticRouter(), object(), transport, BlindOOBSource())  # type: ignore[arg-type]
     with pytest.raises(SeamError, match=r"must subclass buddhi\.EscalationTransport"):
         Seams(ReferencePack(), StaticRouter(), store, [], BlindOOBSource())  # type: ignore[arg-type]
+
+
+# The trail is recorded as the decisions run.
+
+DECISION_NAMES = [decision.value for decision in Decision]
+
+
+@pytest.mark.parametrize(("disposition", "fields", "setup"), CASES, ids=lambda c: str(c))
+def test_the_trail_is_the_decisions_that_actually_ran_in_the_order_they_ran(
+    recording: Callable[..., tuple[Seams, Log]],
+    monkeypatch: pytest.MonkeyPatch,
+    disposition: Disposition,
+    fields: dict[str, Any],
+    setup: dict[str, Any],
+) -> None:
+    ran: list[Decision] = []
+    for name in DECISION_NAMES:
+        real = getattr(closure, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            ran.append(Decision(_name))
+            return _real(*args)
+
+        monkeypatch.setattr(closure, name, spy)
+    inner = ReferencePack(policy(discard_sources=frozenset({"noise"})))
+    seams, _ = recording(inner=inner, **setup)
+    outcome = evaluate_item(Item("i", **{"source": "s", **fields}), seams)
+    assert outcome.disposition is disposition
+    assert outcome.trail == tuple(ran)
+
+
+def test_the_trail_is_recorded_not_derived_from_the_ending_decision(seams: Seams) -> None:
+    outcome = evaluate_item(Item("i", "s", confidence=0.0), seams)
+    assert outcome.trail == tuple(Decision)
+    # Relabelling the ending does not rewrite the record of what ran ...
+    relabelled = dataclasses.replace(outcome, decided_by=Decision.WORTH_ACTING)
+    assert relabelled.trail == tuple(Decision)
+    # ... and an outcome built by hand, which no decision produced, records none.
+    by_hand = Outcome(Item("h", "s"), Disposition.ESCALATED, Decision.AGGREGATE_BUDGET)
+    assert by_hand.trail == ()
 
 
 # The OOBSource seam is can_observe_oob() -> bool; resolved_out_of_band is optional.
