@@ -59,7 +59,6 @@ class Decision(enum.Enum):
     AGGREGATE_BUDGET = "aggregate_budget"
 
 
-
 @fast_init
 @dataclass(frozen=True, slots=True)
 class RouteJudgment:

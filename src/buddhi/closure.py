@@ -12,6 +12,7 @@ work between streams; the shared store accounts budget, nothing more.
 
 from __future__ import annotations
 
+from buddhi._budget import Scope, ScopePath
 from buddhi._convergence import ConvergenceReport
 from buddhi._effort import EffortScale, Spend
 from buddhi._frozen import builder
@@ -25,7 +26,7 @@ from buddhi._outcomes import (
     StreamReport,
 )
 from buddhi._seams import Context, Seams
-from buddhi._store import Admission
+from buddhi._store import Admission, Store
 from buddhi.decisions import (
     aggregate_budget,
     check_oob_resolution,
@@ -35,7 +36,7 @@ from buddhi.decisions import (
     validate_and_ask,
     worth_acting,
 )
-from buddhi.errors import ItemTypeError
+from buddhi.errors import ItemTypeError, ScopeConflictError
 
 __all__ = ["evaluate_item", "supervise_stream", "supervise_stream_of_streams"]
 
@@ -64,12 +65,12 @@ _CHECK_OOB_RESOLUTION, _AGGREGATE_BUDGET = (
 # decision, which would cost ~60 ns a decision on the hot path. The test
 # test_the_trail_is_the_decisions_that_actually_ran_in_the_order_they_ran spies on the
 # seven calls and holds every path's record to them.
-_RAN_WORTH_ACTING = (_WORTH_ACTING,)
-_RAN_HAS_CONVERGED = (_WORTH_ACTING, Decision.DECIDE_SPEND, _HAS_CONVERGED)
-_RAN_ROUTE_JUDGMENT = (*_RAN_HAS_CONVERGED, _ROUTE_JUDGMENT)
-_RAN_VALIDATE_AND_ASK = (*_RAN_ROUTE_JUDGMENT, _VALIDATE_AND_ASK)
-_RAN_CHECK_OOB_RESOLUTION = (*_RAN_VALIDATE_AND_ASK, _CHECK_OOB_RESOLUTION)
-_RAN_AGGREGATE_BUDGET = (*_RAN_CHECK_OOB_RESOLUTION, _AGGREGATE_BUDGET)
+_RAN_WORTH_ACTING: tuple[Decision, ...] = (_WORTH_ACTING,)
+_RAN_HAS_CONVERGED: tuple[Decision, ...] = (_WORTH_ACTING, Decision.DECIDE_SPEND, _HAS_CONVERGED)
+_RAN_ROUTE_JUDGMENT: tuple[Decision, ...] = (*_RAN_HAS_CONVERGED, _ROUTE_JUDGMENT)
+_RAN_VALIDATE_AND_ASK: tuple[Decision, ...] = (*_RAN_ROUTE_JUDGMENT, _VALIDATE_AND_ASK)
+_RAN_CHECK_OOB_RESOLUTION: tuple[Decision, ...] = (*_RAN_VALIDATE_AND_ASK, _CHECK_OOB_RESOLUTION)
+_RAN_AGGREGATE_BUDGET: tuple[Decision, ...] = (*_RAN_CHECK_OOB_RESOLUTION, _AGGREGATE_BUDGET)
 
 
 def evaluate_item(item: Item, seams: Seams, context: Context | None = None) -> Outcome:
@@ -132,11 +133,27 @@ def supervise_stream(stream: Stream, seams: Seams, context: Context | None = Non
         seams: The seams to read from.
         context: The scope to charge and the effort ceiling; by default the global pool.
 
+    Before anything is judged, the whole tree is checked, so that a bad tree is
+    refused with nothing of it spent or delivered: every effort ceiling must be in the
+    pack's scale, and the scope each nested stream would be granted must not conflict
+    with a scope the store already holds under that path (see
+    :func:`supervise_stream_of_streams`).
+
     Returns:
         One outcome per entry, and the reports of granted child streams.
+
+    Raises:
+        ItemTypeError: ``stream`` is not a :class:`~buddhi.Stream`.
+        UnknownEffortError: A stream of the tree names an effort ceiling outside the scale.
+        ScopeConflictError: A nested stream's grant would reopen a scope differently;
+            raised before any entry is judged.
+        UnknownScopeError: The tree nests streams and the context's scope was never
+            opened in the store.
     """
     _check_tree(stream, seams.policy.efforts)
-    return _supervise(stream, seams, context or _DEFAULT_CONTEXT)
+    ctx = context or _DEFAULT_CONTEXT
+    _check_grants(stream, seams.store, ctx.scope)
+    return _supervise(stream, seams, ctx)
 
 
 def _supervise(stream: Stream, seams: Seams, context: Context) -> StreamReport:
@@ -162,7 +179,18 @@ def supervise_stream_of_streams(
     identical :func:`evaluate_item`. A child that comes back ``MODEL_HANDLED`` is
     granted a scope derived from the parent's (``floor(weight * parent ceiling)``),
     its items get the spend's effort as their ceiling, and it is supervised through
-    :func:`supervise_stream`, which recurses again for streams nested deeper.
+    the public :func:`supervise_stream`, which recurses again for streams nested deeper.
+
+    Nothing is half-spent: before any child is judged, the scope every stream of the
+    tree would be granted is derived and compared with the scopes the store holds. A
+    scope can never be reopened with another definition, so a stream whose grant would
+    do that (say, rerun with another weight than it was first granted with) makes the
+    whole call raise :class:`~buddhi.errors.ScopeConflictError` before anything of the
+    tree is judged, charged or delivered; the error names every such stream. This
+    holds whether or not this run would grant that stream, so that whether a tree is
+    refused never depends on the items' confidences. The check reads the store as it
+    is when the call starts (and again as each granted child starts): a scope another
+    writer opens differently while the run is under way still raises from that grant.
 
     Args:
         streams: A stream whose entries are all streams.
@@ -174,6 +202,10 @@ def supervise_stream_of_streams(
 
     Raises:
         ItemTypeError: An entry is an item rather than a stream.
+        UnknownEffortError: A stream of the tree names an effort ceiling outside the scale.
+        ScopeConflictError: A stream's grant would reopen a scope differently; raised
+            before any child is judged.
+        UnknownScopeError: The context's scope was never opened in the store.
     """
     _check_tree(streams, seams.policy.efforts)
     for entry in streams.entries:
@@ -182,7 +214,9 @@ def supervise_stream_of_streams(
                 f"stream {streams.id!r} holds item {entry.id!r}; supervise_stream_of_streams "
                 "takes a stream of streams (use supervise_stream for items)"
             )
-    ctx = _narrow(context or _DEFAULT_CONTEXT, streams, seams.policy.efforts)
+    context = context or _DEFAULT_CONTEXT
+    _check_grants(streams, seams.store, context.scope)
+    ctx = _narrow(context, streams, seams.policy.efforts)
     judged = [_judge_child(child, seams, ctx) for child in streams.entries]  # type: ignore[arg-type]
     outcomes = tuple(outcome for outcome, _ in judged)
     children = tuple(report for _, granted in judged for report in granted)
@@ -222,7 +256,9 @@ def _judge_child(
     seams.store.open_scope(granted)
     assert outcome.spend is not None  # decide_spend ran before route_judgment
     child_ctx = Context(granted.path, outcome.spend.effort)
-    return outcome, (_supervise(child, seams, child_ctx),)
+    # Through the public function, as the seed and supervise_stream_of_streams say: the
+    # recursion is supervise_stream, checks included (they see the store as it is now).
+    return outcome, (supervise_stream(child, seams, child_ctx),)
 
 
 def _check_tree(stream: Stream, scale: EffortScale) -> None:
@@ -235,6 +271,58 @@ def _check_tree(stream: Stream, scale: EffortScale) -> None:
         if current.effort_ceiling is not None:
             scale.rank(current.effort_ceiling, named_by=f"stream {current.id!r}'s effort ceiling")
         pending.extend(entry for entry in current.entries if isinstance(entry, Stream))
+
+
+def _check_grants(stream: Stream, store: Store, path: ScopePath) -> None:
+    """Refuse a tree whose grants would reopen a scope differently, before anything runs.
+
+    Each nested stream's grant is derived exactly as :func:`_judge_child` derives it
+    (from the scope it would be granted under), and compared with what the store holds
+    at that path; one read of the store's scopes serves the whole tree.
+    """
+    nested = [entry for entry in stream.entries if isinstance(entry, Stream)]
+    if not nested:
+        return  # no grant to make: a flat stream never reads the store's scopes
+    held = {scope.path: scope for scope in store.scopes()}
+    root = held.get(path)
+    if root is None:
+        root = store.counter(path).scope  # the store's own UnknownScopeError, or a late open
+    conflicts: list[str] = []
+    pending = [(child, root) for child in reversed(nested)]
+    while pending:  # depth first, in the tree's order
+        child, parent = pending.pop()
+        granted = parent.child(child.id, child.weight)
+        existing = held.get(granted.path)
+        if existing is not None and existing != granted:
+            # Its subtree is not searched: a grant under a scope in conflict would be
+            # derived from a definition the store does not hold, so it says nothing.
+            conflicts.append(_conflict(child, granted, existing))
+            continue
+        deeper = [entry for entry in child.entries if isinstance(entry, Stream)]
+        pending.extend((entry, granted) for entry in reversed(deeper))
+    if conflicts:
+        raise ScopeConflictError(
+            "; ".join(conflicts) + f". A scope is never reopened with another definition, "
+            f"so nothing of stream {stream.id!r} was judged, charged or delivered"
+        )
+
+
+def _conflict(child: Stream, granted: Scope, existing: Scope) -> str:
+    where = "/".join(granted.path)
+    if existing.weight != granted.weight:
+        fix = f"give stream {child.id!r} the weight {existing.weight!r} the store holds"
+    else:
+        fix = f"open {where!r} as a grant derives it (or not at all)"
+    return (
+        f"stream {child.id!r} would be granted scope {where!r} as {_definition(granted)}, "
+        f"but the store holds {where!r} as {_definition(existing)}: {fix}, or give the "
+        "stream another id for a new scope"
+    )
+
+
+def _definition(scope: Scope) -> str:
+    window = "" if scope.window is None else f", window {scope.window}"
+    return f"weight {scope.weight!r}, ceiling {scope.ceiling}{window}"
 
 
 def _narrow(ctx: Context, stream: Stream, scale: EffortScale) -> Context:

@@ -22,9 +22,9 @@ from buddhi import (
     Resolution,
     Seams,
     Spend,
+    closure,
     evaluate_item,
 )
-from buddhi import closure
 from buddhi.errors import (
     ItemTypeError,
     PolicyError,
