@@ -66,7 +66,11 @@ _CHECK_OOB_RESOLUTION, _AGGREGATE_BUDGET = (
 # test_the_trail_is_the_decisions_that_actually_ran_in_the_order_they_ran spies on the
 # seven calls and holds every path's record to them.
 _RAN_WORTH_ACTING: tuple[Decision, ...] = (_WORTH_ACTING,)
-_RAN_HAS_CONVERGED: tuple[Decision, ...] = (_WORTH_ACTING, Decision.DECIDE_SPEND, _HAS_CONVERGED)
+_RAN_HAS_CONVERGED: tuple[Decision, ...] = (
+    *_RAN_WORTH_ACTING,
+    Decision.DECIDE_SPEND,
+    _HAS_CONVERGED,
+)
 _RAN_ROUTE_JUDGMENT: tuple[Decision, ...] = (*_RAN_HAS_CONVERGED, _ROUTE_JUDGMENT)
 _RAN_VALIDATE_AND_ASK: tuple[Decision, ...] = (*_RAN_ROUTE_JUDGMENT, _VALIDATE_AND_ASK)
 _RAN_CHECK_OOB_RESOLUTION: tuple[Decision, ...] = (*_RAN_VALIDATE_AND_ASK, _CHECK_OOB_RESOLUTION)
@@ -99,25 +103,19 @@ def evaluate_item(item: Item, seams: Seams, context: Context | None = None) -> O
         )
     ctx = context or _DEFAULT_CONTEXT
     policy = seams.policy
+    # The trail is passed by position: a keyword costs ~100 ns more per item here.
     if not worth_acting(item, policy):
-        return _outcome(item, _DISCARDED, _WORTH_ACTING, trail=_RAN_WORTH_ACTING)
+        ran = _RAN_WORTH_ACTING
+        return _outcome(item, _DISCARDED, _WORTH_ACTING, None, None, None, None, None, ran)
     spend = decide_spend(item, seams.router, policy, ctx.effort_ceiling)
     convergence = has_converged(item, policy)
     if convergence.converged:
-        return _outcome(
-            item, _CONVERGED, _HAS_CONVERGED, spend, convergence, trail=_RAN_HAS_CONVERGED
-        )
+        ran = _RAN_HAS_CONVERGED
+        return _outcome(item, _CONVERGED, _HAS_CONVERGED, spend, convergence, None, None, None, ran)
     route = route_judgment(item, policy)
     if route.model_handles:
-        return _outcome(
-            item,
-            _MODEL_HANDLED,
-            _ROUTE_JUDGMENT,
-            spend,
-            convergence,
-            route,
-            trail=_RAN_ROUTE_JUDGMENT,
-        )
+        ended, ran = _MODEL_HANDLED, _RAN_ROUTE_JUDGMENT
+        return _outcome(item, ended, _ROUTE_JUDGMENT, spend, convergence, route, None, None, ran)
     return _ask_a_person(item, seams, ctx, spend, convergence, route)
 
 
