@@ -144,7 +144,8 @@ def supervise_stream(stream: Stream, seams: Seams, context: Context | None = Non
         ItemTypeError: ``stream`` is not a :class:`~buddhi.Stream`.
         UnknownEffortError: A stream of the tree names an effort ceiling outside the scale.
         ScopeConflictError: A nested stream's grant would reopen a scope differently;
-            raised before any entry is judged.
+            raised before any entry is judged, or at the grant with what ran as its
+            ``report`` (see :func:`supervise_stream_of_streams`).
         UnknownScopeError: The tree nests streams and the context's scope was never
             opened in the store.
     """
@@ -155,16 +156,24 @@ def supervise_stream(stream: Stream, seams: Seams, context: Context | None = Non
 
 
 def _supervise(stream: Stream, seams: Seams, context: Context) -> StreamReport:
-    ctx = _narrow(context, stream, seams.policy.efforts)
+    return _run(stream, seams, _narrow(context, stream, seams.policy.efforts))
+
+
+def _run(stream: Stream, seams: Seams, ctx: Context) -> StreamReport:
     outcomes: list[Outcome] = []
     children: list[StreamReport] = []
-    for entry in stream.entries:
-        if isinstance(entry, Stream):
-            outcome, report = _judge_child(entry, seams, ctx)
-            children.extend(report)
-        else:
-            outcome = evaluate_item(entry, seams, ctx)
-        outcomes.append(outcome)
+    try:
+        for entry in stream.entries:
+            if isinstance(entry, Stream):
+                _judge_child(entry, seams, ctx, outcomes, children)
+            else:
+                outcomes.append(evaluate_item(entry, seams, ctx))
+    except ScopeConflictError as conflict:
+        # A grant conflicted after the checks passed (another writer opened the scope
+        # differently meanwhile): what did run, asks delivered included, is kept on the
+        # error, this level's report replacing the one of the level below it nests.
+        conflict.report = StreamReport(stream.id, ctx.scope, tuple(outcomes), tuple(children))
+        raise
     return StreamReport(stream.id, ctx.scope, tuple(outcomes), tuple(children))
 
 
@@ -187,8 +196,12 @@ def supervise_stream_of_streams(
     tree is judged, charged or delivered; the error names every such stream. This
     holds whether or not this run would grant that stream, so that whether a tree is
     refused never depends on the items' confidences. The check reads the store as it
-    is when the call starts (and again as each granted child starts): a scope another
-    writer opens differently while the run is under way still raises from that grant.
+    is when the call starts (and again as each granted child starts). Should another
+    writer open a scope differently while the run is under way, the grant still raises
+    ``ScopeConflictError``, and then its ``report`` attribute holds the
+    :class:`~buddhi.StreamReport` of what did run (asks delivered included), as this
+    call would have returned it so far; ``report`` is ``None`` when the tree was
+    refused before anything ran.
 
     Args:
         streams: A stream whose entries are all streams.
@@ -202,7 +215,8 @@ def supervise_stream_of_streams(
         ItemTypeError: An entry is an item rather than a stream.
         UnknownEffortError: A stream of the tree names an effort ceiling outside the scale.
         ScopeConflictError: A stream's grant would reopen a scope differently; raised
-            before any child is judged.
+            before any child is judged (``report`` is ``None``), or, should another
+            writer open the scope meanwhile, at the grant (``report`` is what ran).
         UnknownScopeError: The context's scope was never opened in the store.
     """
     _check_tree(streams, seams.policy.efforts)
@@ -215,10 +229,7 @@ def supervise_stream_of_streams(
     context = context or _DEFAULT_CONTEXT
     _check_grants(streams, seams.store, context.scope)
     ctx = _narrow(context, streams, seams.policy.efforts)
-    judged = [_judge_child(child, seams, ctx) for child in streams.entries]  # type: ignore[arg-type]
-    outcomes = tuple(outcome for outcome, _ in judged)
-    children = tuple(report for _, granted in judged for report in granted)
-    return StreamReport(streams.id, ctx.scope, outcomes, children)
+    return _run(streams, seams, ctx)
 
 
 def _ask_a_person(
@@ -244,19 +255,30 @@ def _ask_a_person(
 
 
 def _judge_child(
-    child: Stream, seams: Seams, ctx: Context
-) -> tuple[Outcome, tuple[StreamReport, ...]]:
+    child: Stream,
+    seams: Seams,
+    ctx: Context,
+    outcomes: list[Outcome],
+    children: list[StreamReport],
+) -> None:
+    """Judge a child stream as an item and, if granted, supervise it: append both reports."""
     outcome = evaluate_item(child.as_item(), seams, ctx)
+    outcomes.append(outcome)
     if outcome.disposition is not Disposition.MODEL_HANDLED:
-        return outcome, ()
+        return
     parent = seams.store.counter(ctx.scope).scope
     granted = parent.child(child.id, child.weight)
     seams.store.open_scope(granted)
     assert outcome.spend is not None  # decide_spend ran before route_judgment
     child_ctx = Context(granted.path, outcome.spend.effort)
-    # Through the public function, as the seed and supervise_stream_of_streams say: the
-    # recursion is supervise_stream, checks included (they see the store as it is now).
-    return outcome, (supervise_stream(child, seams, child_ctx),)
+    try:
+        # Through the public function, as the seed and supervise_stream_of_streams say:
+        # the recursion is supervise_stream, checks included (they read the store now).
+        children.append(supervise_stream(child, seams, child_ctx))
+    except ScopeConflictError as conflict:
+        if conflict.report is not None:  # what ran in the child before its conflict
+            children.append(conflict.report)
+        raise
 
 
 def _check_tree(stream: Stream, scale: EffortScale) -> None:

@@ -9,6 +9,7 @@ from buddhi_support import policy, snapshot
 
 from buddhi import (
     Attempt,
+    BudgetTree,
     Context,
     Disposition,
     Item,
@@ -22,7 +23,7 @@ from buddhi import (
     supervise_stream_of_streams,
 )
 from buddhi.errors import ItemError, ItemTypeError, ScopeConflictError
-from buddhi.reference import ReferencePack, build_seams
+from buddhi.reference import MemoryStore, ReferencePack, build_seams
 
 
 def asks(prefix: str, count: int) -> tuple[Item, ...]:
@@ -264,3 +265,43 @@ def test_every_conflicting_grant_is_named_whether_or_not_this_run_would_grant_it
     assert "stream 'unsure'" in message and "stream 'mid'" in message
     assert "stream 'leaf'" not in message  # derived from a conflict, it says nothing
     assert "give stream 'mid' the weight 0.5 the store holds" in message
+
+
+class RacedStore(MemoryStore):
+    """A store in which another writer opens one scope its own way just before the grant."""
+
+    def __init__(self, raced: Scope) -> None:
+        super().__init__()
+        self.raced = raced
+
+    def open_scope(self, scope: Scope) -> None:
+        if scope.path == self.raced.path and scope != self.raced:
+            super().open_scope(self.raced)  # the other writer got there first
+        super().open_scope(scope)
+
+
+def test_a_conflict_that_arises_mid_run_carries_the_report_of_what_ran() -> None:
+    store = RacedStore(Scope(("global", "mid", "b"), 1, 0.1))
+    BudgetTree.single_pool(10).install(store)
+    seams = build_seams()
+    seams = Seams(seams.policy, seams.router, store, seams.transport, seams.oob)
+    mid = Stream("mid", (Stream("a", asks("a", 2)), *asks("m", 1), Stream("b", asks("b", 1))))
+    top = Stream("top", (Stream("first", asks("f", 1)), mid, Stream("after", asks("z", 1))))
+    with pytest.raises(ScopeConflictError) as raised:
+        supervise_stream_of_streams(top, seams)
+    report = raised.value.report
+    assert report is not None and report.stream_id == "top"
+    delivered = [ask.item_id for ask in seams.transport.asks]  # type: ignore[attr-defined]
+    assert delivered == ["f-0", "a-0", "a-1", "m-0"]
+    escalated = [o.item.id for o in report.walk() if o.disposition is Disposition.ESCALATED]
+    assert sorted(escalated) == sorted(delivered)  # the report accounts for every ask
+    assert [o.item.id for o in report.outcomes] == ["first", "mid"]  # "after" never ran
+    assert [o.item.id for o in report.child("mid").outcomes] == ["a", "m-0", "b"]
+    assert [c.stream_id for c in report.child("mid").children] == ["a"]
+
+
+def test_a_tree_refused_before_it_ran_has_no_report(seams: Seams) -> None:
+    seams.store.open_scope(Scope(("global", "b"), 5, 0.5))
+    with pytest.raises(ScopeConflictError) as raised:
+        supervise_stream_of_streams(Stream("top", (Stream("b", (), weight=0.25),)), seams)
+    assert raised.value.report is None
