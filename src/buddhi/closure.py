@@ -12,6 +12,8 @@ work between streams; the shared store accounts budget, nothing more.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from buddhi._budget import Scope, ScopePath
 from buddhi._convergence import ConvergenceReport
 from buddhi._effort import EffortScale, Spend
@@ -126,16 +128,16 @@ def supervise_stream(stream: Stream, seams: Seams, context: Context | None = Non
     into, exactly as :func:`supervise_stream_of_streams` does; so nesting of any depth
     works from either entry point.
 
-    Args:
-        stream: The stream.
-        seams: The seams to read from.
-        context: The scope to charge and the effort ceiling; by default the global pool.
-
     Before anything is judged, the whole tree is checked, so that a bad tree is
     refused with nothing of it spent or delivered: every effort ceiling must be in the
     pack's scale, and the scope each nested stream would be granted must not conflict
     with a scope the store already holds under that path (see
     :func:`supervise_stream_of_streams`).
+
+    Args:
+        stream: The stream.
+        seams: The seams to read from.
+        context: The scope to charge and the effort ceiling; by default the global pool.
 
     Returns:
         One outcome per entry, and the reports of granted child streams.
@@ -300,14 +302,22 @@ def _check_grants(stream: Stream, store: Store, path: ScopePath) -> None:
     (from the scope it would be granted under), and compared with what the store holds
     at that path; one read of the store's scopes serves the whole tree.
     """
-    nested = [entry for entry in stream.entries if isinstance(entry, Stream)]
+    nested = _nested(stream)
     if not nested:
         return  # no grant to make: a flat stream never reads the store's scopes
     held = {scope.path: scope for scope in store.scopes()}
-    root = held.get(path)
-    if root is None:
-        root = store.counter(path).scope  # the store's own UnknownScopeError, or a late open
-    conflicts: list[str] = []
+    # An unopened scope raises the store's own UnknownScopeError here, before anything.
+    root = held.get(path) or store.counter(path).scope
+    conflicts = list(_conflicts(nested, root, held))
+    if conflicts:
+        raise ScopeConflictError(
+            "; ".join(conflicts) + f". A scope is never reopened with another definition, "
+            f"so nothing of stream {stream.id!r} was judged, charged or delivered"
+        )
+
+
+def _conflicts(nested: list[Stream], root: Scope, held: Mapping[ScopePath, Scope]) -> Iterator[str]:
+    """Describe each grant of the tree that ``held`` has under another definition."""
     pending = [(child, root) for child in reversed(nested)]
     while pending:  # depth first, in the tree's order
         child, parent = pending.pop()
@@ -316,15 +326,13 @@ def _check_grants(stream: Stream, store: Store, path: ScopePath) -> None:
         if existing is not None and existing != granted:
             # Its subtree is not searched: a grant under a scope in conflict would be
             # derived from a definition the store does not hold, so it says nothing.
-            conflicts.append(_conflict(child, granted, existing))
+            yield _conflict(child, granted, existing)
             continue
-        deeper = [entry for entry in child.entries if isinstance(entry, Stream)]
-        pending.extend((entry, granted) for entry in reversed(deeper))
-    if conflicts:
-        raise ScopeConflictError(
-            "; ".join(conflicts) + f". A scope is never reopened with another definition, "
-            f"so nothing of stream {stream.id!r} was judged, charged or delivered"
-        )
+        pending.extend((entry, granted) for entry in reversed(_nested(child)))
+
+
+def _nested(stream: Stream) -> list[Stream]:
+    return [entry for entry in stream.entries if isinstance(entry, Stream)]
 
 
 def _conflict(child: Stream, granted: Scope, existing: Scope) -> str:
