@@ -59,9 +59,6 @@ class Decision(enum.Enum):
     AGGREGATE_BUDGET = "aggregate_budget"
 
 
-_ORDER = tuple(Decision)
-
-
 @fast_init
 @dataclass(frozen=True, slots=True)
 class RouteJudgment:
@@ -106,6 +103,8 @@ class Outcome:
     The annotations are set by the decisions that ran: ``spend`` once
     ``decide_spend`` ran, ``convergence`` once ``has_converged`` ran, ``route`` once
     ``route_judgment`` ran, ``ask`` once ``validate_and_ask`` accepted one.
+    ``trail`` is the record of which decisions ran, kept by :func:`~buddhi.evaluate_item`
+    as it ran them; it is data, not derived from ``decided_by``.
 
     Attributes:
         item: The item.
@@ -118,6 +117,10 @@ class Outcome:
         finding: What the ending decision found when it was one of the last three: the
             :class:`InvalidAsk`, the :class:`~buddhi.Resolution`, the
             :class:`~buddhi.Admission`, or the refusal; ``None`` otherwise.
+        trail: The decisions that ran for this item, in the order they ran, as
+            ``evaluate_item`` recorded them while running them: every one up to and
+            including ``decided_by``. Empty for an outcome built by hand, which no
+            decision produced.
     """
 
     item: Item
@@ -128,11 +131,7 @@ class Outcome:
     route: RouteJudgment | None = None
     ask: Ask | None = None
     finding: Finding = None
-
-    @property
-    def trail(self) -> tuple[Decision, ...]:
-        """The decisions that ran, in order: every one up to the one that ended the item."""
-        return _ORDER[: _ORDER.index(self.decided_by) + 1]
+    trail: tuple[Decision, ...] = ()
 
     @property
     def reason(self) -> str:

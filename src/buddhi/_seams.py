@@ -106,18 +106,23 @@ class Resolution:
 
 
 class OOBSource(Protocol):
-    """Whether, and what, the substrate observes of resolutions made out of band.
+    """Whether the substrate can ever observe a resolution made out of band.
 
-    A substrate that cannot observe answers ``False`` and is never asked about an item.
-    One that can answers ``True`` and then reports, per item, the resolution it saw.
+    The seam is one method, ``can_observe_oob() -> bool``, and a source that has only
+    that fits it: ``Seams`` accepts it, and ``check_oob_resolution`` asks it nothing
+    more while it answers ``False``.
+
+    A source that can observe answers ``True`` and also offers the optional method
+    ``resolved_out_of_band(item) -> Resolution | None``, which reports, per item, the
+    resolution it saw; it is asked only of a source that answered ``True``. A source
+    that answers ``True`` but offers no ``resolved_out_of_band`` cannot say what it
+    saw, so ``check_oob_resolution`` raises :class:`~buddhi.errors.SeamError` for that
+    item (before the budget is asked, so nothing is spent); implement the method, or
+    answer ``False``. The reference ``RecordedResolutions`` is such an observing source.
     """
 
     def can_observe_oob(self) -> bool:
         """Return whether this substrate can ever observe an out-of-band resolution."""
-        ...
-
-    def resolved_out_of_band(self, item: Item) -> Resolution | None:
-        """Return how ``item`` was resolved out of band, or ``None`` if it was not."""
         ...
 
 
@@ -177,7 +182,8 @@ class Seams:
 
     Raises:
         PolicyError: The pack lacks a threshold, phrasing or rule, or holds a bad value.
-        SeamError: Another seam lacks a method the kernel calls.
+        SeamError: Another seam lacks a method the kernel always calls (for the
+            OOBSource, only ``can_observe_oob``).
     """
 
     policy: PolicyPack
@@ -188,7 +194,8 @@ class Seams:
 
     def __post_init__(self) -> None:
         _require_members(self.router, "Router", ("recommend",))
-        _require_members(self.oob, "OOBSource", ("can_observe_oob", "resolved_out_of_band"))
+        # Only the seam's one method: resolved_out_of_band is optional (see OOBSource).
+        _require_members(self.oob, "OOBSource", ("can_observe_oob",))
         _require_instance(self.store, Store, "Store")
         _require_instance(self.transport, EscalationTransport, "EscalationTransport")
         _check_policy(self.policy)

@@ -151,12 +151,24 @@ def validate_and_ask(item: Item, policy: PolicyPack, spend: Spend) -> Ask | Inva
 def check_oob_resolution(item: Item, oob: OOBSource) -> Resolution | None:
     """Decision 6: ask the substrate, if it can observe at all, how the item was resolved.
 
+    A source that cannot observe (``can_observe_oob()`` is false) is asked nothing
+    more, and the answer is ``None``. One that can is asked its optional
+    ``resolved_out_of_band(item)``.
+
     Raises:
-        SeamError: The source returned something other than a Resolution or None.
+        SeamError: The source can observe but has no ``resolved_out_of_band`` to ask, or
+            returned something other than a Resolution or None.
     """
     if not oob.can_observe_oob():
         return None
-    resolution = oob.resolved_out_of_band(item)
+    ask = getattr(oob, "resolved_out_of_band", None)
+    if not callable(ask):
+        raise SeamError(
+            f"the OOBSource {oob!r} can observe out-of-band resolutions (can_observe_oob() "
+            "returned True) but has no resolved_out_of_band(item) to say what it saw; "
+            "implement resolved_out_of_band, or return False from can_observe_oob"
+        )
+    resolution = ask(item)
     if resolution is not None and not isinstance(resolution, Resolution):
         raise SeamError(f"the OOBSource returned {resolution!r}; return a Resolution or None")
     return resolution

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from buddhi._outcomes import StreamReport
     from buddhi._store import Exclusions
 
 __all__ = [
@@ -123,7 +124,19 @@ class UnknownScopeError(BudgetError, LookupError):
 
 
 class ScopeConflictError(BudgetError):
-    """A scope was opened again with a ceiling, weight or window unlike its first opening."""
+    """A scope was opened again with a ceiling, weight or window unlike its first opening.
+
+    Attributes:
+        report: When the closure hit the conflict at a grant in the middle of a run, the
+            report of what had run by then (asks delivered included): the
+            :class:`~buddhi.StreamReport` the call would have returned so far.
+            ``None`` otherwise, in particular when the closure refused the tree
+            before anything of it ran.
+    """
+
+    def __init__(self, message: str, *, report: StreamReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class ExclusionError(BuddhiError, ValueError):

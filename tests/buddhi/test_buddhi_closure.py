@@ -5,22 +5,25 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from buddhi_support import policy
+from buddhi_support import policy, snapshot
 
 from buddhi import (
     Attempt,
+    BudgetTree,
     Context,
     Disposition,
     Item,
+    Scope,
     Seams,
     Stream,
     StreamReport,
+    closure,
     evaluate_item,
     supervise_stream,
     supervise_stream_of_streams,
 )
-from buddhi.errors import ItemError, ItemTypeError
-from buddhi.reference import ReferencePack, build_seams
+from buddhi.errors import ItemError, ItemTypeError, ScopeConflictError
+from buddhi.reference import MemoryStore, ReferencePack, build_seams
 
 
 def asks(prefix: str, count: int) -> tuple[Item, ...]:
@@ -185,3 +188,120 @@ def test_the_same_function_judges_items_and_streams() -> None:
     direct = evaluate_item(stream.as_item(), seams)
     via_closure = supervise_stream_of_streams(Stream("top", (stream,)), build_seams(policy=pack))
     assert direct.disposition is via_closure.outcomes[0].disposition is Disposition.ESCALATED
+
+
+def test_the_closure_recurses_through_the_public_supervise_stream(
+    seams: Seams, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, Context | None]] = []
+    real = closure.supervise_stream
+
+    def spy(stream: Stream, seams: Seams, context: Context | None = None) -> StreamReport:
+        calls.append((stream.id, context))
+        return real(stream, seams, context)
+
+    monkeypatch.setattr(closure, "supervise_stream", spy)
+    deep = Stream("deep", asks("d", 1))
+    top = Stream(
+        "top",
+        (Stream("a", (deep,), weight=0.5), Stream("unsure", asks("u", 1), confidence=0.1)),
+    )
+    report = supervise_stream_of_streams(top, seams)
+    assert calls == [
+        ("a", Context(("global", "a"), "medium")),
+        ("deep", Context(("global", "a", "deep"), "medium")),
+    ]
+    assert report.child("a").child("deep").outcomes[0].disposition is Disposition.ESCALATED
+
+
+def test_a_scope_conflict_in_the_tree_is_refused_before_any_ask_is_delivered(
+    seams: Seams,
+) -> None:
+    # A first run granted "b" half the pool; this run declares it with a quarter.
+    seams.store.open_scope(Scope(("global", "b"), 5, 0.5))
+    top = Stream("top", (Stream("a", asks("a", 2)), Stream("b", asks("b", 1), weight=0.25)))
+    before = snapshot(seams.store)
+    with pytest.raises(ScopeConflictError) as raised:
+        supervise_stream_of_streams(top, seams)
+    assert seams.transport.asks == ()  # type: ignore[attr-defined]
+    assert snapshot(seams.store) == before  # not even "a"'s scope was opened
+    message = str(raised.value)
+    assert "stream 'b'" in message and "'global/b'" in message
+    assert "weight 0.25" in message and "weight 0.5" in message
+
+
+def test_a_conflict_deep_in_a_mixed_stream_is_refused_before_anything_runs(
+    seams: Seams,
+) -> None:
+    seams.store.open_scope(Scope(("global", "mid"), 10))
+    seams.store.open_scope(Scope(("global", "mid", "leaf"), 1, 0.1))
+    leaf = Stream("leaf", asks("l", 1), weight=0.7)
+    mixed = Stream("mixed", (*asks("x", 2), Stream("mid", (leaf,))))
+    before = snapshot(seams.store)
+    with pytest.raises(ScopeConflictError) as raised:
+        supervise_stream(mixed, seams)
+    assert seams.transport.asks == ()  # type: ignore[attr-defined]
+    assert snapshot(seams.store) == before
+    assert "stream 'leaf'" in str(raised.value) and "'global/mid/leaf'" in str(raised.value)
+
+
+def test_every_conflicting_grant_is_named_whether_or_not_this_run_would_grant_it(
+    seams: Seams,
+) -> None:
+    seams.store.open_scope(Scope(("global", "unsure"), 5, 0.5))
+    seams.store.open_scope(Scope(("global", "mid"), 5, 0.5))
+    top = Stream(
+        "top",
+        (
+            Stream("a", asks("a", 1)),
+            Stream("unsure", asks("u", 1), confidence=0.1, weight=0.3),  # would be asked
+            Stream("mid", (Stream("leaf", asks("l", 1)),), weight=0.8),
+        ),
+    )
+    with pytest.raises(ScopeConflictError) as raised:
+        supervise_stream_of_streams(top, seams)
+    assert seams.transport.asks == ()  # type: ignore[attr-defined]
+    message = str(raised.value)
+    assert "stream 'unsure'" in message and "stream 'mid'" in message
+    assert "stream 'leaf'" not in message  # derived from a conflict, it says nothing
+    assert "give stream 'mid' the weight 0.5 the store holds" in message
+
+
+class RacedStore(MemoryStore):
+    """A store in which another writer opens one scope its own way just before the grant."""
+
+    def __init__(self, raced: Scope) -> None:
+        super().__init__()
+        self.raced = raced
+
+    def open_scope(self, scope: Scope) -> None:
+        if scope.path == self.raced.path and scope != self.raced:
+            super().open_scope(self.raced)  # the other writer got there first
+        super().open_scope(scope)
+
+
+def test_a_conflict_that_arises_mid_run_carries_the_report_of_what_ran() -> None:
+    store = RacedStore(Scope(("global", "mid", "b"), 1, 0.1))
+    BudgetTree.single_pool(10).install(store)
+    seams = build_seams()
+    seams = Seams(seams.policy, seams.router, store, seams.transport, seams.oob)
+    mid = Stream("mid", (Stream("a", asks("a", 2)), *asks("m", 1), Stream("b", asks("b", 1))))
+    top = Stream("top", (Stream("first", asks("f", 1)), mid, Stream("after", asks("z", 1))))
+    with pytest.raises(ScopeConflictError) as raised:
+        supervise_stream_of_streams(top, seams)
+    report = raised.value.report
+    assert report is not None and report.stream_id == "top"
+    delivered = [ask.item_id for ask in seams.transport.asks]  # type: ignore[attr-defined]
+    assert delivered == ["f-0", "a-0", "a-1", "m-0"]
+    escalated = [o.item.id for o in report.walk() if o.disposition is Disposition.ESCALATED]
+    assert sorted(escalated) == sorted(delivered)  # the report accounts for every ask
+    assert [o.item.id for o in report.outcomes] == ["first", "mid"]  # "after" never ran
+    assert [o.item.id for o in report.child("mid").outcomes] == ["a", "m-0", "b"]
+    assert [c.stream_id for c in report.child("mid").children] == ["a"]
+
+
+def test_a_tree_refused_before_it_ran_has_no_report(seams: Seams) -> None:
+    seams.store.open_scope(Scope(("global", "b"), 5, 0.5))
+    with pytest.raises(ScopeConflictError) as raised:
+        supervise_stream_of_streams(Stream("top", (Stream("b", (), weight=0.25),)), seams)
+    assert raised.value.report is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -17,9 +18,11 @@ from buddhi import (
     Decision,
     Disposition,
     Item,
+    Outcome,
     Resolution,
     Seams,
     Spend,
+    closure,
     evaluate_item,
 )
 from buddhi.errors import (
@@ -267,13 +270,88 @@ def test_seams_missing_a_method_are_refused() -> None:
     with pytest.raises(SeamError, match=r"Router .* lacks \['recommend'\]"):
         Seams(ReferencePack(), object(), store, transport, BlindOOBSource())  # type: ignore[arg-type]
 
-    class HalfBlind:
-        def can_observe_oob(self) -> bool:
-            return False
+    class AsksOnly:  # resolved_out_of_band alone is not the seam: can_observe_oob is
+        def resolved_out_of_band(self, item: Item) -> Resolution | None:
+            return None
 
-    with pytest.raises(SeamError, match=r"lacks \['resolved_out_of_band'\]"):
-        Seams(ReferencePack(), StaticRouter(), store, transport, HalfBlind())  # type: ignore[arg-type]
+    with pytest.raises(SeamError, match=r"OOBSource .* lacks \['can_observe_oob'\]"):
+        Seams(ReferencePack(), StaticRouter(), store, transport, AsksOnly())  # type: ignore[arg-type]
     with pytest.raises(SeamError, match=r"must subclass buddhi\.Store"):
         Seams(ReferencePack(), StaticRouter(), object(), transport, BlindOOBSource())  # type: ignore[arg-type]
     with pytest.raises(SeamError, match=r"must subclass buddhi\.EscalationTransport"):
         Seams(ReferencePack(), StaticRouter(), store, [], BlindOOBSource())  # type: ignore[arg-type]
+
+
+# The trail is recorded as the decisions run.
+
+DECISION_NAMES = [decision.value for decision in Decision]
+
+
+@pytest.mark.parametrize(("disposition", "fields", "setup"), CASES, ids=lambda c: str(c))
+def test_the_trail_is_the_decisions_that_actually_ran_in_the_order_they_ran(
+    recording: Callable[..., tuple[Seams, Log]],
+    monkeypatch: pytest.MonkeyPatch,
+    disposition: Disposition,
+    fields: dict[str, Any],
+    setup: dict[str, Any],
+) -> None:
+    ran: list[Decision] = []
+    for name in DECISION_NAMES:
+        real = getattr(closure, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            ran.append(Decision(_name))
+            return _real(*args)
+
+        monkeypatch.setattr(closure, name, spy)
+    inner = ReferencePack(policy(discard_sources=frozenset({"noise"})))
+    seams, _ = recording(inner=inner, **setup)
+    outcome = evaluate_item(Item("i", **{"source": "s", **fields}), seams)
+    assert outcome.disposition is disposition
+    assert outcome.trail == tuple(ran)
+
+
+def test_the_trail_is_recorded_not_derived_from_the_ending_decision(seams: Seams) -> None:
+    outcome = evaluate_item(Item("i", "s", confidence=0.0), seams)
+    assert outcome.trail == tuple(Decision)
+    # Relabelling the ending does not rewrite the record of what ran ...
+    relabelled = dataclasses.replace(outcome, decided_by=Decision.WORTH_ACTING)
+    assert relabelled.trail == tuple(Decision)
+    # ... and an outcome built by hand, which no decision produced, records none.
+    by_hand = Outcome(Item("h", "s"), Disposition.ESCALATED, Decision.AGGREGATE_BUDGET)
+    assert by_hand.trail == ()
+
+
+# The OOBSource seam is can_observe_oob() -> bool; resolved_out_of_band is optional.
+
+
+class SeesOnlyWhether:
+    """The seed's OOBSource: ``can_observe_oob`` and nothing else."""
+
+    def __init__(self, observes: bool) -> None:
+        self.observes = observes
+
+    def can_observe_oob(self) -> bool:
+        return self.observes
+
+
+def test_a_source_with_only_can_observe_oob_fits_the_seam(seams: Seams) -> None:
+    blind = Seams(seams.policy, seams.router, seams.store, seams.transport, SeesOnlyWhether(False))
+    outcome = evaluate_item(Item("i", "s"), blind)
+    assert outcome.disposition is Disposition.ESCALATED
+    assert Decision.CHECK_OOB_RESOLUTION in outcome.trail
+
+
+def test_a_source_that_observes_but_cannot_be_asked_is_a_clear_seam_error(
+    seams: Seams,
+) -> None:
+    sees = SeesOnlyWhether(True)
+    bundle = Seams(seams.policy, seams.router, seams.store, seams.transport, sees)
+    before = snapshot(seams.store)
+    with pytest.raises(SeamError) as raised:
+        evaluate_item(Item("i", "s"), bundle)
+    assert "can_observe_oob() returned True" in str(raised.value)
+    assert "resolved_out_of_band(item)" in str(raised.value)
+    assert "return False from can_observe_oob" in str(raised.value)
+    assert snapshot(seams.store) == before  # refused before the budget was asked
+    assert seams.transport.asks == ()  # type: ignore[attr-defined]
