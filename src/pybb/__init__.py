@@ -8,11 +8,11 @@ resumes where it stopped, and a run on PostgreSQL is shared by :class:`Worker` p
 on many machines (``pybb worker``).
 """
 
-from pybb._blackboard import Blackboard
-from pybb._controller import Controller, Predicate, Route
-from pybb._seams import Clock, ControllerObserver, SystemClock
-from pybb._source import KnowledgeSource, RetryPolicy
-from pybb._types import (
+from pybb._engine.blackboard import Blackboard
+from pybb._engine.controller import Controller, Predicate, Route
+from pybb._engine.seams import Clock, ControllerObserver, SystemClock
+from pybb._engine.source import KnowledgeSource, RetryPolicy
+from pybb._engine.types import (
     AttemptStatus,
     AttemptSummary,
     BlackboardEntry,
@@ -27,7 +27,7 @@ from pybb._types import (
     Segment,
     Stage,
 )
-from pybb._worker import AppContext, Worker, WorkerApp, WorkerSettings, WorkerSummary
+from pybb._engine.worker import AppContext, Worker, WorkerApp, WorkerSettings, WorkerSummary
 from pybb.errors import (
     AttemptError,
     BoardClosedError,

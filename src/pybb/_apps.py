@@ -1,4 +1,4 @@
-"""Applications ``pybb worker`` knows by name (see ``pybb._worker.APPS``) beyond W1.
+"""Applications ``pybb worker`` knows by name (see ``pybb._engine.worker.APPS``) beyond W1.
 
 ``attest``: the attestation decision tree (``pybb.attestation``) on a board that
 ``pybb attest --submit`` (or ``pybb attest``) created. The fleet is the one the board
@@ -15,11 +15,11 @@ import re
 from typing import TYPE_CHECKING
 
 from blackboard import BlackboardError, attach
-from pybb._controller import Controller
+from pybb._engine.controller import Controller
 from pybb.errors import PybbError
 
 if TYPE_CHECKING:
-    from pybb._worker import AppContext
+    from pybb._engine.worker import AppContext
 
 __all__ = ["attest_app"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from blackboard import BlackboardError
 from blackboard.stores import open_store
-from pybb._worker import APPS, Worker, WorkerSettings, load_app, run_worker
+from pybb._engine.worker import APPS, Worker, WorkerSettings, load_app, run_worker
 from pybb.errors import PybbError
 
 __all__ = ["register", "run_command"]

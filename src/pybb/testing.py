@@ -18,15 +18,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from blackboard.stores import Store
-from pybb._blackboard import Blackboard
-from pybb._controller import Controller
-from pybb._seams import ControllerObserver
-from pybb._source import KnowledgeSource
-from pybb._state import CYCLE, KINDS
-from pybb._types import BlackboardEntry, CycleReport, Escalation, Resolution, RunSummary
+from pybb._engine.blackboard import Blackboard
+from pybb._engine.controller import Controller
+from pybb._engine.projection import CYCLE, KINDS
+from pybb._engine.seams import ControllerObserver
+from pybb._engine.source import KnowledgeSource
+from pybb._engine.types import BlackboardEntry, CycleReport, Escalation, Resolution, RunSummary
 
 if TYPE_CHECKING:
-    from pybb._worker import AppContext
+    from pybb._engine.worker import AppContext
 
 __all__ = [
     "Decrement",

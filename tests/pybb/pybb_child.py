@@ -28,7 +28,7 @@ from pybb_workloads import (
 )
 
 from pybb import Blackboard, ControllerObserver
-from pybb._state import ATTEMPTS, Projection
+from pybb._engine.projection import ATTEMPTS, Projection
 
 
 def say(line: str) -> None:

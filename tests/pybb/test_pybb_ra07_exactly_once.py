@@ -36,7 +36,7 @@ import pytest
 from pybb_workloads import BACKOFF, Flaky, M, behaviour, ra07_controller, ra07_entries
 
 from pybb import Blackboard, Controller, Stage
-from pybb._state import ATTEMPTS, ESCALATIONS, Projection
+from pybb._engine.projection import ATTEMPTS, ESCALATIONS, Projection
 from pybb.testing import FakeClock, RecordingObserver
 from storekit import sized
 

@@ -25,7 +25,7 @@ from pybb import (
     Segment,
     Stage,
 )
-from pybb._state import ATTEMPTS
+from pybb._engine.projection import ATTEMPTS
 from pybb.testing import FakeClock, FixComponent, RecordingObserver
 
 OpenBoard = Callable[..., Blackboard]

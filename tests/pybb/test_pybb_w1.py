@@ -9,7 +9,7 @@ import pytest
 from pybb_sources import Dec
 
 from pybb import Blackboard, BlackboardEntry, Controller, HaltReason
-from pybb._state import Projection
+from pybb._engine.projection import Projection
 from pybb.testing import w1, w1_expected, w1_outcomes
 
 

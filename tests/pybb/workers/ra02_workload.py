@@ -34,8 +34,8 @@ from pybb import (
     ControllerObserver,
     KnowledgeSource,
 )
-from pybb._blackboard import _Pending
-from pybb._state import ATTEMPTS, Projection
+from pybb._engine.blackboard import _Pending
+from pybb._engine.projection import ATTEMPTS, Projection
 from pybb.human import answer_rule, compose_rules
 from pybb.supervision import (
     SUPERVISION_PREMISES,

@@ -24,7 +24,7 @@ from pybb import (
     WorkerSettings,
 )
 from pybb._cli import main
-from pybb._worker import APPS, load_app, run_worker
+from pybb._engine.worker import APPS, load_app, run_worker
 from pybb.testing import entries_digest, w1, w1_app, w1_expected, w1_outcomes
 from storekit import StoreSpec
 

@@ -6,7 +6,7 @@ import argparse
 import re
 
 from pybb._cli import build_parser
-from pybb._worker import APPS
+from pybb._engine.worker import APPS
 from storekit import REPO
 
 PAGE = (REPO / "docs" / "workers.md").read_text()

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pybb._attempt import Worker
+from pybb._engine.attempt import Worker
 from pybb.errors import SourceError
 
 if TYPE_CHECKING:
-    from pybb._blackboard import Blackboard
+    from pybb._engine.blackboard import Blackboard
 
 __all__ = ["MAX_NAME", "KnowledgeSource", "RetryPolicy", "check_name"]
 

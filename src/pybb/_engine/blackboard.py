@@ -1,6 +1,6 @@
 """The blackboard: entries and their history, kept as sequenced writes on a kernel board.
 
-Every change is a record on one of the board's levels (see ``pybb._state``); the
+Every change is a record on one of the board's levels (see ``pybb._engine.projection``); the
 in-memory projection is folded from them. Writes made inside :meth:`Blackboard.batch`
 (the controller runs every cycle inside one) are applied to the projection at once and
 committed together in one durable transaction when the batch ends.
@@ -34,8 +34,8 @@ from blackboard import (
 )
 from blackboard._faults import fault_point
 from blackboard.stores import Store
-from pybb._attempt import AttemptContext, current_attempt
-from pybb._entries import (
+from pybb._engine.attempt import AttemptContext, current_attempt
+from pybb._engine.entries import (
     MAX_KEY,
     check_component,
     copy_json,
@@ -43,7 +43,7 @@ from pybb._entries import (
     resolution_content,
     same_entry,
 )
-from pybb._state import (
+from pybb._engine.projection import (
     ATTEMPTS,
     CHANGES,
     CYCLE,
@@ -57,7 +57,7 @@ from pybb._state import (
     Projection,
     apply_writes,
 )
-from pybb._types import (
+from pybb._engine.types import (
     BlackboardEntry,
     Escalation,
     EscalationReport,
@@ -66,7 +66,7 @@ from pybb._types import (
     Segment,
     Stage,
 )
-from pybb._values import copy_value
+from pybb._engine.values import copy_value
 from pybb.errors import (
     BoardClosedError,
     EntryError,
@@ -148,7 +148,7 @@ class Blackboard:
         self._user_rule = admission_rule
         self._scopes: dict[str, str | None] = {}
         self._pending: list[_Pending] | None = None
-        # Set by a worker (pybb._worker): the entries it holds claims on, which are all
+        # Set by a worker (pybb._engine.worker): the entries it holds claims on, which are all
         # the controller may work on, and the holder its batches are fenced for.
         self._focus: dict[str, None] | None = None
         self._holder: str | None = None

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pybb._state import EntryState
-from pybb._types import BlackboardEntry, Segment
-from pybb._values import NotJSONError, copy_value, describe
+from pybb._engine.projection import EntryState
+from pybb._engine.types import BlackboardEntry, Segment
+from pybb._engine.values import NotJSONError, copy_value, describe
 from pybb.errors import ComponentError, EntryError, ResolutionError
 
 __all__ = [

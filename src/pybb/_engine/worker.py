@@ -36,8 +36,8 @@ from typing import Any
 
 from blackboard import BlackboardError, RecordKind, StoreError
 from blackboard.stores import Store
-from pybb._controller import Controller
-from pybb._types import Segment
+from pybb._engine.controller import Controller
+from pybb._engine.types import Segment
 from pybb.errors import BoardClosedError, PybbError
 
 __all__ = [

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from pybb._types import Segment, Stage
+from pybb._engine.types import Segment, Stage
 
 if TYPE_CHECKING:
-    from pybb._controller import Controller
+    from pybb._engine.controller import Controller
 
 __all__ = ["print_status", "status_table"]
 

@@ -6,7 +6,7 @@ import time
 from datetime import UTC, datetime
 from typing import Protocol
 
-from pybb._types import CycleReport, Escalation, Resolution, RunSummary
+from pybb._engine.types import CycleReport, Escalation, Resolution, RunSummary
 
 __all__ = ["Clock", "ControllerObserver", "SystemClock"]
 

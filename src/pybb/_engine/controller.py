@@ -19,12 +19,10 @@ from typing import Any
 
 from blackboard import ProposedContribution, Reject
 from blackboard._faults import fault_point
-from pybb._attempt import AttemptContext, Outcome, run_attempt
-from pybb._blackboard import CONTROLLER, Blackboard
-from pybb._entries import check_key
-from pybb._seams import Clock, ControllerObserver, SystemClock
-from pybb._source import KnowledgeSource
-from pybb._state import (
+from pybb._engine.attempt import AttemptContext, Outcome, run_attempt
+from pybb._engine.blackboard import CONTROLLER, Blackboard
+from pybb._engine.entries import check_key
+from pybb._engine.projection import (
     ATTEMPTS,
     CYCLE,
     DISPATCHES,
@@ -35,7 +33,9 @@ from pybb._state import (
     EntryState,
     apply_writes,
 )
-from pybb._types import (
+from pybb._engine.seams import Clock, ControllerObserver, SystemClock
+from pybb._engine.source import KnowledgeSource
+from pybb._engine.types import (
     AttemptStatus,
     Chain,
     CycleReport,
@@ -827,7 +827,7 @@ class Controller:
             limit: The most entries to list; ``None`` (the default) lists all.
             console: A ``rich.console.Console`` to print to (default: standard output).
         """
-        from pybb._status import print_status
+        from pybb._engine.status import print_status
 
         print_status(self, limit=limit, console=console)
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from blackboard import Level, Premise, Region
-from pybb._types import AttemptStatus, AttemptSummary, Chain, Segment, Stage
+from pybb._engine.types import AttemptStatus, AttemptSummary, Chain, Segment, Stage
 
 __all__ = [
     "ATTEMPTS",

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blackboard._faults import fault_point
-from pybb._types import AttemptStatus
-from pybb._values import NotJSONError, copy_value, describe
+from pybb._engine.types import AttemptStatus
+from pybb._engine.values import NotJSONError, copy_value, describe
 from pybb.errors import AttemptError, SourceError
 
 if TYPE_CHECKING:
-    from pybb._blackboard import Blackboard
-    from pybb._source import KnowledgeSource
+    from pybb._engine.blackboard import Blackboard
+    from pybb._engine.source import KnowledgeSource
 
 __all__ = ["AttemptContext", "Outcome", "current_attempt", "run_attempt"]
 
