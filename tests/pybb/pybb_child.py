@@ -28,6 +28,7 @@ from pybb_workloads import (
 )
 
 from pybb import Blackboard, ControllerObserver
+from pybb._engine.journal import Journal
 from pybb._engine.projection import ATTEMPTS, Projection
 
 
@@ -40,16 +41,14 @@ class Acker(ControllerObserver):
         say(f"ACK {cycle.sequence}")
 
 
-class AckEarly(Blackboard):
-    """Negative control: acknowledges a batch before committing it."""
-
+class AckEarlyJournal(Journal):
     def _commit(self, items: Any) -> bool:
         say(f"ACK {self._state.head + len(items)}")
         time.sleep(0.01)
         return super()._commit(items)
 
 
-class Forgetful(Blackboard):
+class ForgetfulJournal(Journal):
     """Negative control: a resume that forgets the attempts already on the board.
 
     Re-executes them (re-running pre-interrupt side effects) and writes attempts without
@@ -58,7 +57,7 @@ class Forgetful(Blackboard):
 
     def _rebuild(self) -> None:
         state = Projection()
-        for record in self._model.reader.log():
+        for record in self.model.reader.log():
             if record.region != ATTEMPTS and record.region is not None:
                 state.apply(record.region, record.content, record.sequence, record.version or 0)
             state.head = record.sequence
@@ -66,6 +65,18 @@ class Forgetful(Blackboard):
 
     def _emit(self, region: str, writer: str, content: Any, key: str | None) -> None:
         super()._emit(region, writer, content, None if region == ATTEMPTS else key)
+
+
+class AckEarly(Blackboard):
+    """Negative control: acknowledges a batch before committing it."""
+
+    journal_class = AckEarlyJournal
+
+
+class Forgetful(Blackboard):
+    """Negative control: a resume that forgets the attempts already on the board."""
+
+    journal_class = ForgetfulJournal
 
 
 BOARDS = {"real": Blackboard, "ack-early": AckEarly, "forgetful": Forgetful}

@@ -36,6 +36,7 @@ import pytest
 from pybb_workloads import BACKOFF, Flaky, M, behaviour, ra07_controller, ra07_entries
 
 from pybb import Blackboard, Controller, Stage
+from pybb._engine.journal import Journal
 from pybb._engine.projection import ATTEMPTS, ESCALATIONS, Projection
 from pybb.testing import FakeClock, RecordingObserver
 from storekit import sized
@@ -204,11 +205,11 @@ class AppliesTwice(Controller):
 
     def _attempt(self, source: Any, entry: Any) -> None:
         super()._attempt(source, entry)
-        pending = self.blackboard._pending or []
+        pending = self.blackboard.journal._pending or []
         last = pending[-1] if pending else None
         if last is not None and last.region == ATTEMPTS and last.content.get("good_standing"):
             again = {**last.content, "attempt": last.content["attempt"] + 1}
-            self.blackboard._emit(ATTEMPTS, last.writer, again, None)
+            self.blackboard.journal.emit(ATTEMPTS, last.writer, again, None)
 
 
 @pytest.mark.parametrize(
@@ -295,15 +296,19 @@ def test_ra07_negative_control_a_resume_that_reruns_committed_attempts_is_caught
 # -- an answer given while the controller is down ---------------------------------------------
 
 
-class Reapplies(Blackboard):
-    """Negative control: a resume that treats every resolution on the board as new."""
-
+class ReappliesJournal(Journal):
     def _rebuild(self) -> None:
         super()._rebuild()
         state: Projection = self._state
         for key, entry in state.entries.items():
             if entry.stage is Stage.RESOLVED:
                 state.dirty[key] = None
+
+
+class Reapplies(Blackboard):
+    """Negative control: a resume that treats every resolution on the board as new."""
+
+    journal_class = ReappliesJournal
 
 
 def answer_while_down(tmp_path: Path, board_class: type[Blackboard]) -> list[str]:

@@ -1,33 +1,29 @@
-"""Running one knowledge-source attempt: its context, its writes, its timeout.
+"""One knowledge-source attempt in progress: its context and what it wrote so far.
 
 While ``execute`` runs, a context variable holds the attempt, so the blackboard knows
 that ``write_component`` (or a restore, or ``report``) belongs to that attempt and
-buffers it instead of writing it. A source with a timeout runs on a worker thread that
-starts with the attempt in its own context; when the timeout passes, the attempt is
-closed, so anything the abandoned thread writes afterwards is refused, not applied.
+buffers it instead of writing it (``pybb._engine.runner`` runs attempts).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from blackboard._faults import fault_point
 from pybb._engine.types import AttemptStatus
-from pybb._engine.values import NotJSONError, copy_value, describe
-from pybb.errors import AttemptError, SourceError
+from pybb.errors import EntryError, SourceError
 
-if TYPE_CHECKING:
-    from pybb._engine.blackboard import Blackboard
-    from pybb._engine.source import KnowledgeSource
-
-__all__ = ["AttemptContext", "Outcome", "current_attempt", "run_attempt"]
+__all__ = [
+    "AttemptContext",
+    "Outcome",
+    "attempt_on",
+    "current_attempt",
+    "enter",
+    "leave",
+    "outside_attempt",
+]
 
 
 class AttemptContext:
@@ -78,6 +74,46 @@ def current_attempt() -> AttemptContext | None:
     return _current.get()
 
 
+def enter(context: AttemptContext) -> Token[AttemptContext | None]:
+    """Make ``context`` the running attempt of this thread's context."""
+    return _current.set(context)
+
+
+def leave(token: Token[AttemptContext | None]) -> None:
+    """End what :func:`enter` began."""
+    _current.reset(token)
+
+
+def attempt_on(key: str) -> AttemptContext | None:
+    """The running attempt, if any, which must be on ``key``.
+
+    Raises:
+        EntryError: A source working on another entry tried to write ``key``.
+    """
+    context = _current.get()
+    if context is not None and context.key != key:
+        raise EntryError(
+            key,
+            f"knowledge source {context.source!r} is working on entry {context.key!r} "
+            "and may write only that entry",
+        )
+    return context
+
+
+def outside_attempt(what: str) -> None:
+    """Refuse a blackboard call a knowledge source may not make during its attempt.
+
+    Raises:
+        SourceError: Called from a running attempt.
+    """
+    context = _current.get()
+    if context is not None:
+        raise SourceError(
+            f"knowledge source {context.source!r} called {what}() during its attempt on "
+            f"entry {context.key!r}; a source writes only its entry's measurement"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What an attempt produced, before the controller re-evaluates and records it.
@@ -93,85 +129,3 @@ class Outcome:
     writes: list[list[Any]]
     error: str | None = None
     report: Any = None
-
-
-def run_attempt(source: KnowledgeSource, board: Blackboard, context: AttemptContext) -> Outcome:
-    """Run ``source.execute`` for one attempt, inline or on a worker under its timeout."""
-    timeout = source.timeout
-    if timeout is None:
-        return _inline(source, board, context)
-    worker = source._worker()
-    future = worker.submit(lambda: _inline(source, board, context))
-    try:
-        return future.result(timeout.total_seconds())
-    except FutureTimeout:
-        context.close()
-        source._abandon(worker)
-        seconds = timeout.total_seconds()
-        return Outcome(AttemptStatus.TIMEOUT, [], f"timed out after {seconds:g} s", context.report)
-
-
-def _inline(source: KnowledgeSource, board: Blackboard, context: AttemptContext) -> Outcome:
-    token = _current.set(context)
-    try:
-        fault_point("ks.mid")
-        returned = source.execute(board, context.key)
-        if returned is not None:
-            context.write(None, _json(returned, "returned"))
-    except AttemptError as exc:
-        return _failed(context, str(exc), exc.report)
-    except Exception as exc:
-        return _failed(context, f"{type(exc).__name__}: {exc}", None)
-    finally:
-        _current.reset(token)
-    context.close()
-    return Outcome(None, context.writes, None, context.report)
-
-
-def _failed(context: AttemptContext, error: str, report: Any) -> Outcome:
-    context.close()
-    if report is None:
-        report = context.report
-    try:
-        report = copy_value(report)
-    except NotJSONError as exc:
-        error = f"{error} (its report was dropped: it {exc})"
-        report = None
-    return Outcome(AttemptStatus.ERROR, [], error, report)
-
-
-def _json(value: Any, what: str) -> Any:
-    try:
-        return copy_value(value)
-    except NotJSONError as exc:
-        raise SourceError(f"the knowledge source {what} {describe(value)}, which {exc}") from None
-
-
-class Worker:
-    """A daemon thread that runs one source's timed attempts, one at a time.
-
-    Daemon, so a source stuck forever cannot keep the process from exiting; abandoned
-    after a timeout, so the next attempt does not queue behind the stuck one.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Outcome], Future[Outcome]]] = (
-            queue.SimpleQueue()
-        )
-        self.abandoned = False
-        self._thread = threading.Thread(target=self._loop, name=f"pybb-{name}", daemon=True)
-        self._thread.start()
-
-    def submit(self, job: Callable[[], Outcome]) -> Future[Outcome]:
-        """Queue ``job``; its future holds the outcome."""
-        future: Future[Outcome] = Future()
-        self._jobs.put((job, future))
-        return future
-
-    def _loop(self) -> None:
-        while not self.abandoned:
-            job, future = self._jobs.get()
-            try:
-                future.set_result(job())
-            except BaseException as exc:  # the job catches Exception; this is the rest
-                future.set_exception(exc)

@@ -6,14 +6,15 @@ each builder returns the JSON content of the record to write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from blackboard import Region
 from pybb._engine.projection import EntryState
 from pybb._engine.types import BlackboardEntry, Segment
 from pybb._engine.values import NotJSONError, copy_value, describe
-from pybb.errors import ComponentError, EntryError, ResolutionError
+from pybb.errors import ComponentError, EntryError, EntryExistsError, PybbError, ResolutionError
 
 __all__ = [
     "MAX_KEY",
@@ -150,3 +151,38 @@ def resolution_content(
                 raise ResolutionError(key, exc.problem) from None
         content["measurement"] = copied
     return content
+
+
+def check_board_options(regions: Iterable[Region], writer: object) -> list[Region]:
+    """The application's regions, once they and the writer name are usable.
+
+    Raises:
+        PybbError: A region takes pybb's prefix, or the writer name is unusable.
+    """
+    extra = list(regions)
+    for region in extra:
+        if getattr(region, "name", "").startswith("pybb."):
+            raise PybbError(
+                f"region {region.name!r} uses the prefix 'pybb.', which is pybb's own; rename it"
+            )
+    if not isinstance(writer, str) or not writer or writer.startswith(("@", "ks:")):
+        raise PybbError(
+            f"writer {writer!r} is not usable; give a non-empty name not starting with "
+            "'@' (the board's) or 'ks:' (knowledge sources')"
+        )
+    return extra
+
+
+def is_written(existing: EntryState | None, content: Mapping[str, Any]) -> bool:
+    """Whether the entry ``content`` describes is already on the board (write it again: no-op).
+
+    Raises:
+        EntryExistsError: The key already holds a different entry.
+    """
+    if existing is None:
+        return False
+    if same_entry(existing, content):
+        return True
+    raise EntryExistsError(
+        existing.key, "the key already holds a different entry; use a new key for a new entry"
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from blackboard import Level, Premise, Region
 from pybb._engine.types import AttemptStatus, AttemptSummary, Chain, Segment, Stage
@@ -31,6 +31,7 @@ __all__ = [
     "VERDICTS",
     "EntryState",
     "Projection",
+    "View",
 ]
 
 ENTRIES = "pybb.entries"
@@ -147,6 +148,81 @@ class EntryState:
 
 
 _OPEN_STAGES = frozenset({Stage.NEW, Stage.EVALUATED, Stage.WORKING})
+
+
+class View(Protocol):
+    """The projection as its readers see it: the journal alone changes it.
+
+    Each queue is a mapping used as an ordered set (keys in the order they joined it).
+    """
+
+    @property
+    def entries(self) -> Mapping[str, EntryState]:
+        """Every entry's state, by key."""
+        ...
+
+    @property
+    def unsettled(self) -> Mapping[str, None]:
+        """Entries a controller still has to work on."""
+        ...
+
+    @property
+    def segments(self) -> Mapping[Segment, Mapping[str, None]]:
+        """The keys of each segment."""
+        ...
+
+    @property
+    def stages(self) -> Mapping[Stage, int]:
+        """How many entries stand at each stage."""
+        ...
+
+    @property
+    def dirty(self) -> Mapping[str, None]:
+        """Entries whose measurement changed since their last verdict."""
+        ...
+
+    @property
+    def undispatched(self) -> Mapping[str, None]:
+        """Entries judged but not yet dispatched onto a chain."""
+        ...
+
+    @property
+    def partitions(self) -> Mapping[str, Mapping[str, None]]:
+        """Each source's partition: the keys placed on it."""
+        ...
+
+    @property
+    def ready(self) -> Mapping[str, None]:
+        """Entries whose component source fixed its component (success handoff due)."""
+        ...
+
+    @property
+    def waiting(self) -> Mapping[str, None]:
+        """Entries waiting for a retry."""
+        ...
+
+    @property
+    def unescalated(self) -> Mapping[str, None]:
+        """Entries written to the escalate segment that have no escalation record yet."""
+        ...
+
+    @property
+    def cycle(self) -> int:
+        """The board's cycle count."""
+        ...
+
+    @property
+    def head(self) -> int:
+        """The sequence number of the last record folded."""
+        ...
+
+    def open_work(self, key: str) -> bool:
+        """Whether the entry still needs a controller."""
+        ...
+
+    def needs_work(self, key: str, component: str | None) -> bool:
+        """Whether a source (scoped to ``component``) has something to do on ``key``."""
+        ...
 
 
 class Projection:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import math
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import KeysView
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pybb._engine.attempt import Worker
+from pybb._engine.blackboard import Blackboard
 from pybb.errors import SourceError
-
-if TYPE_CHECKING:
-    from pybb._engine.blackboard import Blackboard
 
 __all__ = ["MAX_NAME", "KnowledgeSource", "RetryPolicy", "check_name"]
 
@@ -121,8 +117,6 @@ class KnowledgeSource(ABC):
         self.timeout = _timeout(name, timeout)
         self.retry = retry
         self._board: Blackboard | None = None
-        self._thread: Worker | None = None
-        self._thread_lock = threading.Lock()
 
     @property
     def partition(self) -> KeysView[str]:
@@ -132,7 +126,11 @@ class KnowledgeSource(ABC):
         """
         if self._board is None:
             return {}.keys()
-        return self._board._partition(self.name)
+        return self._board.journal.partition(self.name)
+
+    def bind(self, blackboard: Blackboard) -> None:
+        """Make :attr:`partition` read ``blackboard`` (``Controller.add_ks`` calls this)."""
+        self._board = blackboard
 
     def can_contribute(self, blackboard: Blackboard) -> list[str]:
         """The keys in this source's partition that are not in good standing.
@@ -141,8 +139,8 @@ class KnowledgeSource(ABC):
         pass is provisional, awaiting confirmation). Override to be more selective;
         an empty list means it cannot contribute this cycle.
         """
-        keys = blackboard._partition(self.name)
-        needs_work = blackboard._state.needs_work
+        keys = blackboard.journal.partition(self.name)
+        needs_work = blackboard.journal.view.needs_work
         component = self.component
         return [key for key in keys if needs_work(key, component)]
 
@@ -164,20 +162,6 @@ class KnowledgeSource(ABC):
     def __repr__(self) -> str:
         scope = f", component={self.component!r}" if self.component else ""
         return f"{type(self).__name__}({self.name!r}, max_attempts={self.max_attempts}{scope})"
-
-    # -- the worker for timed attempts -----------------------------------------------------
-
-    def _worker(self) -> Worker:
-        with self._thread_lock:
-            if self._thread is None:
-                self._thread = Worker(self.name)
-            return self._thread
-
-    def _abandon(self, worker: Worker) -> None:
-        with self._thread_lock:
-            worker.abandoned = True
-            if self._thread is worker:
-                self._thread = None
 
 
 def check_name(name: object) -> None:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from pybb._engine.projection import View
 from pybb._engine.types import Segment, Stage
-
-if TYPE_CHECKING:
-    from pybb._engine.controller import Controller
 
 __all__ = ["print_status", "status_table"]
 
@@ -24,30 +22,28 @@ _STYLE = {
 }
 
 
-def print_status(controller: Controller, *, limit: int | None, console: Console | None) -> None:
+def print_status(state: View, board_id: str, *, limit: int | None, console: Console | None) -> None:
     """Print the summary line and the entry table."""
     out = console if console is not None else Console()
-    out.print(summary_line(controller))
-    out.print(status_table(controller, limit=limit))
+    out.print(summary_line(state, board_id))
+    out.print(status_table(state, limit=limit))
 
 
-def summary_line(controller: Controller) -> str:
+def summary_line(state: View, board_id: str) -> str:
     """Cycle count and how many entries stand where."""
-    state = controller.blackboard._state
     stages = state.stages
     counts = ", ".join(f"{stage.value} {stages[stage]}" for stage in Stage if stages[stage])
     return (
-        f"board {controller.blackboard.board_id!r}: cycle {controller.cycle_count}, "
+        f"board {board_id!r}: cycle {state.cycle}, "
         f"{len(state.entries)} entries ({counts or 'none'})"
     )
 
 
-def status_table(controller: Controller, *, limit: int | None = 20) -> Table:
+def status_table(state: View, *, limit: int | None = None) -> Table:
     """The entries (escalated first), one row each, at most ``limit`` rows."""
-    state = controller.blackboard._state
     keys = chain(state.segments[Segment.ESCALATE], state.segments[Segment.CERTIFY])
     shown = list(islice(keys, limit))
-    table = Table(title=f"cycle {controller.cycle_count}")
+    table = Table(title=f"cycle {state.cycle}")
     for column in ("key", "segment", "stage", "source", "good"):
         table.add_column(column, no_wrap=True)
     for column in ("measurement", "result", "attempts"):

@@ -205,6 +205,7 @@ class Worker:
         self.name = name or default_name()
         self.settings = settings or WorkerSettings()
         self._board = controller.blackboard
+        self._journal = controller.blackboard.journal
         self._control = controller.blackboard.model.control
         self._held: dict[str, None] = {}
         self._held_lock = threading.Lock()
@@ -215,21 +216,20 @@ class Worker:
         self._beating = threading.Event()
         self._counts = {"claimed": 0, "lost": 0, "settled": 0}
         self._cycles = 0
-        self._attempts = controller._attempts
+        self._attempts = controller.attempts_made
 
     # -- the loop ------------------------------------------------------------------------
 
     def run(self) -> WorkerSummary:
         """Work until the run is settled (or closed, or :meth:`stop`); release every claim."""
-        board = self._board
-        board._holder = self.name
-        self.controller._told_pending = True  # escalations are redelivered under claims
+        journal = self._journal
+        journal.holder = self.name
         heart = threading.Thread(target=self._beat, name=f"pybb-worker-{self.name}", daemon=True)
         heart.start()
         try:
-            self.controller._start()
-            if self.controller._observers:
-                self._redeliver = list(board._state.segments[Segment.ESCALATE])
+            self.controller.start(redeliver=False)  # escalations are redelivered under claims
+            if self.controller.observers:
+                self._redeliver = list(journal.view.segments[Segment.ESCALATE])
             reason = self._loop()
             if reason == "settled":
                 self._tidy()
@@ -237,7 +237,7 @@ class Worker:
             self._beating.set()
             heart.join(timeout=5)
             self._release_all()
-            board._holder = None
+            journal.holder = None
         return self._summary(reason)
 
     def stop(self) -> None:
@@ -273,15 +273,14 @@ class Worker:
             self._work()
             return None
         if self._done():
-            stuck = any(self._board._state.open_work(key) for key in self._idle)
+            stuck = any(self._journal.view.open_work(key) for key in self._idle)
             return "quiescent" if stuck else "settled"
         self._wait(self.settings.poll.total_seconds())
         return None
 
     def _take_in(self) -> bool:
         """Fold what others wrote; True if the run closed."""
-        records = self._board._catch_up()
-        self.controller._tell_resolutions(records)
+        records = self.controller.take_in()
         closed = False
         for record in records:
             closed = closed or record.kind is RecordKind.CLOSE
@@ -292,14 +291,8 @@ class Worker:
     def _work(self) -> None:
         with self._held_lock:
             focus = dict(self._held)
-        board = self._board
-        board._focus = focus
-        try:
-            worked = self.controller._cycle()
-        finally:
-            board._focus = None
-        if board._claim_lost:
-            board._claim_lost = False
+        worked = self.controller.cycle(focus)
+        if self._journal.take_claim_lost():
             self._check_claims(list(focus))
         if worked:
             self._cycles += 1
@@ -308,11 +301,7 @@ class Worker:
 
     def _no_progress(self, focus: Mapping[str, None]) -> None:
         """Nothing to do on the held entries now: wait for a retry, or give them up."""
-        self._board._focus = dict(focus)
-        try:
-            delay = self.controller._next_retry()
-        finally:
-            self._board._focus = None
+        delay = self.controller.next_retry(dict(focus))
         if delay is None:  # stuck: no source can contribute (a single run halts QUIESCENT)
             self._idle.update(focus)
             self._release(list(focus))
@@ -322,14 +311,14 @@ class Worker:
     def _done(self) -> bool:
         if self.settings.follow or self._redeliver:
             return False
-        state = self._board._state
+        state = self._journal.view
         if not state.entries:
             return False  # nothing submitted yet: wait for entries
         return all(key in self._idle for key in itertools.chain(state.unsettled, state.dirty))
 
     def _wait(self, seconds: float) -> None:
         board = self._board
-        board.model.store.wait(board.board_id, board._state.head, max(seconds, 0.0))
+        board.model.store.wait(board.board_id, self._journal.view.head, max(seconds, 0.0))
 
     # -- claims --------------------------------------------------------------------------
 
@@ -355,7 +344,7 @@ class Worker:
         self._busy.update({key: retry for key in reached if key not in got})
 
     def _candidates(self, wanted: int) -> list[str]:
-        state = self._board._state
+        state = self._journal.view
         now = time.monotonic()
         if len(self._busy) > 4 * len(state.unsettled) + 1024:
             self._busy = {k: at for k, at in self._busy.items() if at > now}
@@ -369,7 +358,7 @@ class Worker:
         return list(dict.fromkeys(candidates))
 
     def _drop_settled(self) -> None:
-        state = self._board._state
+        state = self._journal.view
         settled = [key for key in self._held if not state.open_work(key)]
         if settled:
             self._counts["settled"] += len(settled)
@@ -388,7 +377,7 @@ class Worker:
         got = [claim.key for claim in taken]
         try:
             for key in got:
-                self.controller._tell_escalation(key, redelivered=True)
+                self.controller.redeliver(key)
         finally:
             self._control.release(self.name, got)
         done = set(got)
@@ -404,7 +393,7 @@ class Worker:
         good. Claiming takes only lapsed leases (by the store's clock) and skips live
         ones, so this never touches a claim a living worker holds.
         """
-        state = self._board._state
+        state = self._journal.view
         try:
             left = [
                 claim.key
@@ -467,7 +456,7 @@ class Worker:
             self.name,
             reason,
             self._cycles,
-            self.controller._attempts - self._attempts,
+            self.controller.attempts_made - self._attempts,
             self._counts["claimed"],
             self._counts["lost"],
             self._counts["settled"],

@@ -52,9 +52,10 @@ class FleetError(PybbError):
         self.path = path
         self.field = field
         self.hint = hint
-        super().__init__(self._compose())
+        super().__init__(self.explain())
 
-    def _compose(self) -> str:
+    def explain(self) -> str:
+        """The message, composed from the fields (what, where, the problem, what to do)."""
         where = self.what if self.path is None else f"{self.what} file {self.path!r}"
         if self.field is not None:
             where += f", field {show(self.field)}"
@@ -95,5 +96,5 @@ class PolicyError(FleetError):
 def _rebuild(cls: type[FleetError], state: dict[str, object]) -> FleetError:
     error = cls.__new__(cls)
     error.__dict__.update(state)
-    Exception.__init__(error, error._compose())
+    Exception.__init__(error, error.explain())
     return error

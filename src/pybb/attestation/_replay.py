@@ -91,7 +91,7 @@ class Replayer:
         Raises:
             EventLogError: The event carries a digest for a bank this replayer lacks.
         """
-        extended = self._apply(event)
+        extended = self.extend(event)
         pcr = event.pcr_index
         values = {bank: v[pcr] for bank, v in self._values.items() if pcr in v}
         return ReplayStep(event, extended, MappingProxyType(values))
@@ -106,7 +106,8 @@ class Replayer:
             bank: dict(sorted(values.items())) for bank, values in self._values.items() if values
         }
 
-    def _apply(self, event: Event) -> bool:
+    def extend(self, event: Event) -> bool:
+        """Fold one event into the PCRs; False for an event that extends none (EV_NO_ACTION)."""
         pcr = event.pcr_index
         if event.event_type == _NO_ACTION:
             if pcr == 0 and event.data.startswith(_LOCALITY_SIGNATURE):
@@ -177,7 +178,7 @@ def replay(log: EventLogSource) -> PcrValues:
     """
     parsed = load_event_log(log)
     replayer = Replayer.for_log(parsed)
-    apply = replayer._apply
+    apply = replayer.extend
     for event in parsed.events:
         apply(event)
     return replayer.pcrs()

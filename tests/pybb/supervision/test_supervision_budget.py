@@ -42,7 +42,7 @@ def test_negative_control_a_budget_that_never_refuses_is_caught(
 ) -> None:
     run = open_run(backend(), settings(ceiling=3))
     broken = AlwaysAdmits.on_model(run.blackboard.model)
-    run.controller._observers.remove(run.supervisor)  # swap in a supervisor on the broken store
+    run.controller._observers.all.remove(run.supervisor)  # swap in a supervisor on the broken store
     run.supervisor = Supervisor(run.blackboard, settings(ceiling=3), store=broken)
     run.supervisor.bind(run.controller)
     write(run.blackboard, {f"dev-{i}": None for i in range(7)})

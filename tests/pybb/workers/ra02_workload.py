@@ -34,7 +34,7 @@ from pybb import (
     ControllerObserver,
     KnowledgeSource,
 )
-from pybb._engine.blackboard import _Pending
+from pybb._engine.journal import Journal, Pending
 from pybb._engine.projection import ATTEMPTS, Projection
 from pybb.human import answer_rule, compose_rules
 from pybb.supervision import (
@@ -80,22 +80,20 @@ def ack(path: str, board: str, head: int) -> None:
         os.close(descriptor)
 
 
-class AckEarly(Blackboard):
-    """Negative control: acknowledges a batch before it is committed."""
-
+class AckEarlyJournal(Journal):
     acks = ""
 
-    def _commit(self, items: list[_Pending]) -> bool:
+    def _commit(self, items: list[Pending]) -> bool:
         ack(self.acks, self.board_id, self._state.head + len(items))
         return super()._commit(items)
 
 
-class Forgetful(Blackboard):
+class ForgetfulJournal(Journal):
     """Negative control: a resume that forgets attempts and writes them without their keys."""
 
     def _rebuild(self) -> None:
         state = Projection()
-        for record in self._model.reader.log():
+        for record in self.model.reader.log():
             if record.region != ATTEMPTS and record.region is not None:
                 state.apply(record.region, record.content, record.sequence, record.version or 0)
             state.head = record.sequence
@@ -103,6 +101,18 @@ class Forgetful(Blackboard):
 
     def _emit(self, region: str, writer: str, content: Any, key: str | None) -> None:
         super()._emit(region, writer, content, None if region == ATTEMPTS else key)
+
+
+class AckEarly(Blackboard):
+    """Negative control: acknowledges a batch before committing it."""
+
+    journal_class = AckEarlyJournal
+
+
+class Forgetful(Blackboard):
+    """Negative control: a resume that forgets the attempts already on the board."""
+
+    journal_class = ForgetfulJournal
 
 
 BOARDS: dict[str, type[Blackboard]] = {
@@ -118,8 +128,8 @@ def phase(store: Store, board_id: str, variant: str, acks: str) -> None:
         store, board_id, admission_rule=compose_rules(answer_rule, supervision_rule),
         regions=SUPERVISION_REGIONS, premises=dict(SUPERVISION_PREMISES),
     )  # fmt: skip
-    if isinstance(board, AckEarly):
-        board.acks = acks
+    if isinstance(board.journal, AckEarlyJournal):
+        board.journal.acks = acks
     if board.model.reader.outcome().closed:
         return
     controller = _controller(board, acks)

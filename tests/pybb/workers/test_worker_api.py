@@ -208,24 +208,24 @@ def test_a_batch_for_an_entry_taken_over_writes_nothing(local_store_spec: StoreS
     board.write_entry("e", BlackboardEntry(predicate="p", measurement=1))
     control = board.model.control
     control.claim("other", ["e"], lease=timedelta(seconds=60))
-    board._holder = "me"
+    board.journal.holder = "me"
     head = board.head
     with board.batch():
-        board._emit("pybb.changes", "app", {"key": "e", "value": 5}, None)
-    assert board._claim_lost and board.head == head
+        board.journal.emit("pybb.changes", "app", {"key": "e", "value": 5}, None)
+    assert board.journal.take_claim_lost() and board.head == head
     assert board.get_entry("e").measurement == 1, "the refused write was taken back"
     assert board.model.reader.head() == head
 
 
 def _counting_rebuilds(board: Blackboard) -> list[int]:
     calls: list[int] = []
-    real = board._rebuild
+    real = board.journal._rebuild
 
     def counted() -> None:
         calls.append(1)
         real()
 
-    board._rebuild = counted  # type: ignore[method-assign]
+    board.journal._rebuild = counted  # type: ignore[method-assign]
     return calls
 
 
@@ -239,7 +239,7 @@ def test_other_writers_are_folded_in_without_rereading_the_board(
     for i in range(5):  # another process writes entries between every two cycles
         other.write_entry(f"x{i}", BlackboardEntry(predicate="less_than_3", measurement=i))
         with board.batch():
-            board._emit("pybb.changes", "app", {"key": f"e{i}", "value": 0}, None)
+            board.journal.emit("pybb.changes", "app", {"key": f"e{i}", "value": 0}, None)
     controller.run()
     assert rebuilds == []
     fresh = Blackboard(local_store_spec.open(), "shared")
@@ -257,8 +257,8 @@ def test_another_writer_on_an_entry_of_the_batch_makes_it_reread(
     board.write_entry("e", BlackboardEntry(predicate="p", measurement=1))
     other.refresh()
     rebuilds = _counting_rebuilds(board)
-    other._emit("pybb.changes", "other", {"key": "e", "value": 7}, None)
-    board._emit("pybb.changes", "app", {"key": "e", "value": 9}, None)
+    other.journal.emit("pybb.changes", "other", {"key": "e", "value": 7}, None)
+    board.journal.emit("pybb.changes", "app", {"key": "e", "value": 9}, None)
     assert rebuilds == [1]
     assert board.get_entry("e").measurement == 9  # both landed; ours is the later one
 
@@ -271,5 +271,5 @@ def test_a_level_declared_by_the_application_is_no_entry(
     board.write_entry("e", BlackboardEntry(predicate="p", measurement=1))
     other.model.control.write("someone", "notes", {"key": "e"})
     rebuilds = _counting_rebuilds(board)
-    board._emit("pybb.changes", "app", {"key": "e", "value": 2}, None)
+    board.journal.emit("pybb.changes", "app", {"key": "e", "value": 2}, None)
     assert rebuilds == [], "a record on another region is not an entry's record"

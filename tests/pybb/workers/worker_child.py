@@ -32,7 +32,7 @@ class Greedy(Worker):
         self._beating.wait()
 
     def _work(self) -> None:
-        self._board._holder = None  # and writes without a fence
+        self._board.journal.holder = None  # and writes without a fence
         super()._work()
 
 

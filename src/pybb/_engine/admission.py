@@ -1,0 +1,95 @@
+"""pybb's own admission rule, in front of the application's.
+
+The kernel asks one rule of every write. pybb's part refuses what a knowledge source may
+not write: a record other than its own attempt, or a component outside its scope. The
+controller's bookkeeping (verdicts, dispatches, handoffs...) is pybb's own and accepted;
+every other write (a knowledge source's attempt that pybb accepts, and the writes to the
+application's own regions) goes on to the application's rule.
+"""
+
+from __future__ import annotations
+
+from blackboard import (
+    Accept,
+    AdmissionRule,
+    AdmissionRuleError,
+    BoardReader,
+    ProposedContribution,
+    ProposedWrite,
+    Reject,
+)
+from pybb._engine.projection import ATTEMPTS, KINDS
+
+__all__ = ["PybbRule"]
+
+
+class PybbRule:
+    """The board's admission rule: pybb's scope checks, then the application's rule.
+
+    Args:
+        user_rule: The application's rule (``None``: accept what pybb accepts).
+    """
+
+    def __init__(self, user_rule: AdmissionRule | None) -> None:
+        self._user_rule = user_rule
+        self._scopes: dict[str, str | None] = {}
+
+    def register_source(self, name: str, component: str | None) -> None:
+        """Let knowledge source ``name`` record attempts (scoped to ``component``, if given)."""
+        self._scopes[name] = component
+
+    def __call__(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
+        if isinstance(proposed, ProposedContribution) and proposed.writer.startswith("ks:"):
+            refusal = self._scope_refusal(proposed)
+            if refusal is not None:
+                return Reject(refusal)
+        elif _region_of(proposed) in KINDS:
+            return Accept()  # pybb's own bookkeeping
+        if self._user_rule is not None:
+            return self._user_rule(proposed, reader)
+        return Accept()
+
+    def judge(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
+        """Ask the rule ahead of the commit, as the kernel will (and wrap as it does).
+
+        Raises:
+            AdmissionRuleError: The rule raised or returned something else than a verdict.
+        """
+        try:
+            verdict = self(proposed, reader)
+        except Exception as exc:
+            raise AdmissionRuleError(
+                f"the admission rule raised {type(exc).__name__}: {exc}; nothing was written. "
+                "A rule should return Reject('why') for writes it refuses"
+            ) from exc
+        if isinstance(verdict, Accept | Reject):
+            return verdict
+        raise AdmissionRuleError(
+            f"the admission rule returned {verdict!r}; it must return Accept() or Reject('why')"
+        )
+
+    def _scope_refusal(self, proposed: ProposedContribution) -> str | None:
+        name = proposed.writer[3:]
+        content = proposed.content
+        if proposed.level != ATTEMPTS or not isinstance(content, dict):
+            return f"knowledge source {name!r} may only write attempt records"
+        if content.get("source") != name:
+            return f"knowledge source {name!r} may not record an attempt of another source"
+        if name not in self._scopes:
+            return f"{name!r} is not a knowledge source registered with a controller"
+        scope = self._scopes[name]
+        for component, _ in content.get("writes", ()):
+            if scope is not None and component != scope:
+                what = "the whole measurement" if component is None else f"component {component!r}"
+                return (
+                    f"knowledge source {name!r} is scoped to component {scope!r} and may not "
+                    f"write {what} of entry {content.get('key')!r}; write only "
+                    f"write_component(key, {scope!r}, value)"
+                )
+        return None
+
+
+def _region_of(proposed: ProposedWrite) -> str:
+    if isinstance(proposed, ProposedContribution):
+        return proposed.level
+    return proposed.premise

@@ -1,0 +1,292 @@
+"""The journal: the only writer of a pybb board, and the keeper of its projection.
+
+Every change to an entry is a record. The journal applies each record to the projection
+at once (so what the controller decides next sees it) and commits it now, or with the
+batch it belongs to in one durable transaction. It fences a worker's batches on the
+entries the worker holds, takes in what other processes wrote, and re-reads the board
+when a batch did not land as decided. Nothing else writes pybb's records.
+
+The blackboard (the seed's user API) writes through it, and so does the controller;
+both read the projection only through :attr:`Journal.view`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, KeysView, Mapping
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+from blackboard import (
+    Accept,
+    Fence,
+    Model,
+    ProposedContribution,
+    ProposedPremiseWrite,
+    ProposedWrite,
+    Record,
+    Reject,
+    Rejected,
+    RejectionCause,
+    WriteResult,
+    Written,
+)
+from pybb._engine.admission import PybbRule
+from pybb._engine.projection import CYCLE, ESCALATIONS, KINDS, RESOLUTIONS, Projection, View
+from pybb.errors import BoardClosedError
+
+__all__ = ["EntryCheck", "Journal", "Pending"]
+
+_log = logging.getLogger("pybb")
+
+EntryCheck = Callable[[str, str | None, Any], None]
+"""A check of a new entry (key, predicate, conditions) before it is written; raises to refuse."""
+
+
+class Pending(NamedTuple):
+    """A record decided but not yet committed."""
+
+    region: str
+    writer: str
+    content: Any
+    key: str | None
+    expected_version: int = 0
+
+
+class Journal:
+    """Records, batches, commits, fences and takes in other processes' writes.
+
+    Args:
+        model: The kernel run of the board (its rule must be ``rule``).
+        board_id: The board in the store.
+        rule: pybb's admission rule, which also judges attempts ahead of their commit.
+
+    Attributes:
+        model: The kernel run.
+        board_id: The board.
+        rule: The board's admission rule.
+        holder: The worker whose claims fence every batch (``None``: not a worker).
+        entry_checks: Checks a new entry must pass before it is written (each attached
+            controller adds its route check).
+    """
+
+    def __init__(self, model: Model, board_id: str, rule: PybbRule) -> None:
+        self.model = model
+        self.board_id = board_id
+        self.rule = rule
+        self.holder: str | None = None
+        self.entry_checks: list[EntryCheck] = []
+        self._state = Projection()
+        self._pending: list[Pending] | None = None
+        self._focus: dict[str, None] | None = None
+        self._claim_lost = False
+        self._rebuild()
+
+    # -- reading ----------------------------------------------------------------------
+
+    @property
+    def view(self) -> View:
+        """The projection, read-only: every entry's state and the work queues."""
+        return self._state
+
+    @property
+    def focus(self) -> dict[str, None] | None:
+        """The entries a worker's controller may work on now (``None``: all of them)."""
+        return self._focus
+
+    @property
+    def pending(self) -> int:
+        """How many records the open batch holds."""
+        return 0 if self._pending is None else len(self._pending)
+
+    def partition(self, source: str) -> KeysView[str]:
+        """The keys placed on ``source`` (within the focus, on a worker)."""
+        partition = self._state.partitions.get(source, {})
+        if self._focus is None:
+            return partition.keys()
+        return {key: None for key in self._focus if key in partition}.keys()
+
+    @contextmanager
+    def focused(self, keys: dict[str, None] | None) -> Iterator[None]:
+        """Narrow the controller's work to ``keys`` for the block (a worker's claims)."""
+        before, self._focus = self._focus, keys
+        try:
+            yield
+        finally:
+            self._focus = before
+
+    def take_claim_lost(self) -> bool:
+        """Whether a fenced batch was refused since last asked (a claim was taken over)."""
+        lost, self._claim_lost = self._claim_lost, False
+        return lost
+
+    # -- writing ----------------------------------------------------------------------
+
+    def emit(self, region: str, writer: str, content: Any, key: str | None) -> None:
+        """Apply a record to the projection now; commit it now or with the batch."""
+        self._emit(region, writer, content, key)
+
+    def check_new_entry(self, content: Mapping[str, Any]) -> None:
+        """Put a new entry's record to every :attr:`entry_checks` (certify segment only)."""
+        if content["segment"] == "certify":
+            for check in self.entry_checks:
+                check(content["key"], content.get("predicate"), content.get("conditions"))
+
+    def judge(self, proposed: ProposedWrite) -> Accept | Reject:
+        """The board rule's verdict on ``proposed``, as the commit will reach it."""
+        return self.rule.judge(proposed, self.model.reader)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Commit every record emitted inside the block in one durable transaction.
+
+        If the block raises, none of them is written and the projection is re-read.
+        Nested blocks join the outer one.
+        """
+        if self._pending is not None:
+            yield
+            return
+        self._pending = []
+        try:
+            yield
+        except BaseException:
+            self._pending = None
+            self._rebuild()
+            raise
+        pending, self._pending = self._pending, None
+        if pending:
+            self._commit(pending)
+
+    def catch_up(self) -> list[Record]:
+        """Fold the records other processes wrote since this journal last read."""
+        return self._catch_up()
+
+    # -- what a negative control may replace (tests subclass these) ----------------------
+
+    def _emit(self, region: str, writer: str, content: Any, key: str | None) -> None:
+        expected = self._state.cycle_version if region == CYCLE else 0
+        self._state.apply(region, content)
+        item = Pending(region, writer, content, key, expected)
+        if self._pending is not None:
+            self._pending.append(item)
+        else:
+            self._commit([item])
+
+    def _commit(self, items: list[Pending]) -> bool:
+        """Write ``items`` in one transaction; False if the board did not take them as decided."""
+        proposals = [_proposal(item) for item in items]
+        try:
+            results = self.model.control.write_all(
+                proposals, idempotency_keys=[item.key for item in items], fence=self._fence(items)
+            )
+        except BaseException:
+            self._rebuild()
+            raise
+        causes = {r.cause for r in results if isinstance(r, Rejected)}
+        if RejectionCause.RUN_CLOSED in causes:
+            self._rebuild()
+            outcome = self.model.reader.outcome()
+            raise BoardClosedError(
+                self.board_id,
+                f"its run was closed ({outcome.status.value}: {outcome.reason!r}) at "
+                f"sequence {outcome.sequence}",
+            )
+        if RejectionCause.CLAIM_LOST in causes:  # nothing landed; a worker drops its claims
+            self._claim_lost = True
+            self._rebuild()
+            return False
+        first = _landed(results)
+        if first is None or not self._fold_before(first, items):
+            _log.warning(
+                "board %r did not take a batch as decided (%r); re-reading the board",
+                self.board_id,
+                [r for r in results if not isinstance(r, Written) or r.repeat][:1] or results[:1],
+            )
+            self._rebuild()
+            return False
+        self._state.head = first + len(items) - 1
+        self._number(items, first)
+        return True
+
+    def _rebuild(self) -> None:
+        state = Projection()
+        for record in self.model.reader.log():
+            if record.region in KINDS:
+                state.apply(record.region, record.content, record.sequence, record.version or 0)
+            state.head = record.sequence
+        self._state = state
+
+    def _catch_up(self) -> list[Record]:
+        records = self.model.reader.log(self._state.head)
+        for record in records:
+            if record.region in KINDS:
+                self._state.apply(
+                    record.region, record.content, record.sequence, record.version or 0
+                )
+            self._state.head = record.sequence
+        return list(records)
+
+    # -- the commit's steps -------------------------------------------------------------
+
+    def _fence(self, items: list[Pending]) -> Fence | None:
+        """A worker's batch lands only while it still holds every entry the batch is about."""
+        if self.holder is None:
+            return None
+        keys = frozenset(k for item in items if (k := entry_key(item.content)) is not None)
+        return Fence(self.holder, keys) if keys else None
+
+    def _fold_before(self, first: int, items: list[Pending]) -> bool:
+        """Take in what other writers committed just before our batch, which landed at ``first``.
+
+        Our batch is already in the projection; records of other entries commute with
+        it (an entry's state depends on its own records only), so they are folded after
+        it, and only they are read: the cost is theirs, not the board's. A record about
+        an entry of our batch (a change made meanwhile by someone else) does not commute:
+        False, and the caller re-reads the board.
+        """
+        if first == self._state.head + 1:
+            return True
+        if first <= self._state.head:
+            return False  # the board is behind what this journal saw: re-read it
+        foreign = self.model.reader.log(self._state.head, first - 1)
+        ours = {entry_key(item.content) for item in items} - {None}
+        if any(entry_key(r.content) in ours for r in foreign if r.region in KINDS):
+            return False
+        for record in foreign:
+            if record.region in KINDS:
+                self._state.apply(
+                    record.region, record.content, record.sequence, record.version or 0
+                )
+        return True
+
+    def _number(self, items: list[Pending], first: int) -> None:
+        """Give escalations and resolutions their sequence numbers once committed."""
+        for offset, item in enumerate(items):
+            if item.region == ESCALATIONS:
+                self._state.entries[item.content["key"]].escalation_seq = first + offset
+            elif item.region == RESOLUTIONS:
+                entry = self._state.entries[item.content["key"]]
+                entry.resolution = {**item.content, "sequence": first + offset}
+
+
+def entry_key(content: Any) -> str | None:
+    """The entry a record is about, if it names one."""
+    key = content.get("key") if isinstance(content, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def _landed(results: list[WriteResult]) -> int | None:
+    """The first sequence of a batch the board took whole and in order, else ``None``."""
+    written = [r for r in results if isinstance(r, Written) and not r.repeat]
+    if not results or len(written) != len(results):
+        return None
+    first = written[0].sequence
+    if any(r.sequence != first + n for n, r in enumerate(written)):
+        return None
+    return first
+
+
+def _proposal(item: Pending) -> ProposedWrite:
+    if item.region == CYCLE:
+        return ProposedPremiseWrite(item.writer, CYCLE, item.content, item.expected_version)
+    return ProposedContribution(item.writer, item.region, item.content)

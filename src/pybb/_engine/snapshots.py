@@ -1,0 +1,84 @@
+"""Copies of what the projection holds, as the seed's values: entries, resolutions, history."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from blackboard import Record
+from pybb._engine.projection import KINDS, EntryState, View
+from pybb._engine.types import BlackboardEntry, HistoryEvent, Resolution, Segment
+from pybb._engine.values import copy_value
+
+__all__ = ["SegmentView", "history", "resolution", "snapshot"]
+
+
+class SegmentView(Mapping[str, BlackboardEntry]):
+    """The entries of one segment, read lazily (each value a fresh copy)."""
+
+    def __init__(self, view: View, segment: Segment, get: Any) -> None:
+        self._view = view
+        self._segment = segment
+        self._get = get
+
+    def __getitem__(self, key: str) -> BlackboardEntry:
+        if key not in self._view.segments[self._segment]:
+            raise KeyError(key)
+        entry: BlackboardEntry = self._get(key)
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(self._view.segments[self._segment]))
+
+    def __len__(self) -> int:
+        return len(self._view.segments[self._segment])
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._view.segments[self._segment]
+
+
+def history(records: Iterable[Record], key: str | None) -> list[HistoryEvent]:
+    """Pybb's records among ``records`` (about entry ``key``, if given) as history events."""
+    events: list[HistoryEvent] = []
+    for record in records:
+        kind = KINDS.get(record.region or "")
+        if kind is None:
+            continue
+        content = record.content
+        entry_key = content.get("key") if isinstance(content, dict) else None
+        if key is not None and entry_key != key:
+            continue
+        data = copy_value(content) if isinstance(content, dict) else {"value": content}
+        event = HistoryEvent(record.sequence, kind, entry_key, record.writer, data, record.at)
+        events.append(event)
+    return events
+
+
+def snapshot(state: EntryState, measurement: Any) -> BlackboardEntry:
+    """A copy of the entry as the seed's ``BlackboardEntry``, with ``measurement``."""
+    return BlackboardEntry(
+        predicate=state.predicate,
+        conditions=None if state.conditions is None else dict(state.conditions),
+        measurement=copy_value(measurement),
+        result=copy_value(state.result),
+        good_standing=state.good_standing,
+        original_measurement=copy_value(state.original),
+        ks_history=dict(state.ks_history),
+        segment=state.segment,
+        stage=state.stage,
+        source=state.source,
+        chain=state.chain_name,
+    )
+
+
+def resolution(stored: Mapping[str, Any]) -> Resolution:
+    """The stored resolution record as a ``Resolution``."""
+    return Resolution(
+        stored["key"],
+        stored["decision"],
+        stored["by"],
+        datetime.fromisoformat(stored["at"]),
+        copy_value(stored.get("measurement")),
+        stored.get("sequence", 0),
+    )

@@ -1,0 +1,246 @@
+"""The seed's steps of one cycle, as the controller runs them (its base class).
+
+``_evaluate_all``, ``_evaluate_entry``, ``_dispatch``, ``_advance_ready`` and
+``_advance`` are the seed's names; a subclass of ``Controller`` may override any of
+them (the replay tests' negative controls do). Every step reads the projection through
+the journal's view and writes through the journal: nothing here commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from blackboard._faults import fault_point
+from pybb._engine.attempt import AttemptContext
+from pybb._engine.blackboard import CONTROLLER, Blackboard
+from pybb._engine.journal import Journal
+from pybb._engine.projection import (
+    ATTEMPTS,
+    DISPATCHES,
+    ESCALATIONS,
+    HANDOFFS,
+    RESTORES,
+    VERDICTS,
+    EntryState,
+)
+from pybb._engine.records import attempt_record, escalation_content, schedule_retry
+from pybb._engine.routes import NO_ROUTE, RouteTable
+from pybb._engine.runner import AttemptRunner
+from pybb._engine.seams import Clock
+from pybb._engine.source import KnowledgeSource
+from pybb._engine.types import Chain, HaltReason, RunSummary, Segment, Stage
+from pybb._engine.verdicts import Predicates
+from pybb.errors import UnknownSourceError
+
+__all__ = ["CycleSteps"]
+
+_log = logging.getLogger("pybb")
+
+
+class CycleSteps:
+    """The steps of a cycle and of a run's end; :class:`pybb.Controller` builds their state."""
+
+    blackboard: Blackboard
+    knowledge_sources: list[KnowledgeSource]
+    clock: Clock
+    _journal: Journal
+    _predicates: Predicates
+    _routes: RouteTable
+    _runner: AttemptRunner
+    _sources: dict[str, KnowledgeSource]
+    _escalated: list[str]
+    _attempts: int
+    max_cycles: int
+
+    # -- how a run ends ---------------------------------------------------------------------
+
+    def _halt_reason(self, cycles: int) -> HaltReason | None:
+        view = self._journal.view
+        stages = view.stages
+        open_stages = stages[Stage.NEW] + stages[Stage.EVALUATED] + stages[Stage.WORKING]
+        if not view.dirty and not view.unescalated and not open_stages:
+            return HaltReason.SETTLED
+        if cycles >= self.max_cycles:
+            _log.warning(
+                "the controller of board %r stopped after max_cycles=%d cycles with %d "
+                "entries still unsettled; run() again to go on, or raise max_cycles",
+                self.blackboard.board_id,
+                self.max_cycles,
+                len(view.unsettled),
+            )
+            return HaltReason.MAX_CYCLES
+        return None
+
+    def _summary(
+        self, halted: HaltReason, attempts: int, unrouted: tuple[str, ...] = ()
+    ) -> RunSummary:
+        view = self._journal.view
+        stages = view.stages
+        return RunSummary(
+            halted,
+            view.cycle,
+            len(view.entries),
+            stages[Stage.GOOD],
+            len(view.segments[Segment.ESCALATE]),
+            stages[Stage.RESOLVED],
+            stages[Stage.NEW] + stages[Stage.EVALUATED] + stages[Stage.WORKING],
+            attempts,
+            unrouted,
+            tuple(self._routes.late),
+        )
+
+    # -- one cycle ---------------------------------------------------------------------------
+
+    def _queue(self, queue: Mapping[str, None]) -> list[str]:
+        """The keys of a work queue this controller may work on: all, or its focus's."""
+        focus = self._journal.focus
+        if focus is None:
+            return list(queue)
+        return [key for key in focus if key in queue]
+
+    # -- the seed's steps ------------------------------------------------------------------
+
+    def _escalate_written(self) -> None:
+        """Give each entry written straight to the escalate segment its escalation record."""
+        view = self._journal.view
+        for key in self._queue(view.unescalated):
+            self._escalate(view.entries[key], None, "written_to_escalate")
+
+    def _evaluate_all(self) -> None:
+        """Evaluate every entry whose measurement changed since its last verdict."""
+        for key in self._queue(self._journal.view.dirty):
+            self._evaluate_entry(key)
+
+    def _evaluate_entry(self, key: str) -> bool:
+        """Judge the entry's measurement with its predicate(s) and record the verdict.
+
+        Returns:
+            The entry's good standing.
+        """
+        entry = self._journal.view.entries[key]
+        result, good, error = self._predicates.verdict(entry, entry.measurement)
+        content: dict[str, Any] = {"key": key, "result": result, "good_standing": good}
+        if error is not None:
+            content["error"] = error
+        self._journal.emit(VERDICTS, CONTROLLER, content, None)
+        if entry.stage is Stage.GOOD and not good:
+            # It rested in good standing and changed since. Dispatch is once per key and
+            # its chain is spent, so a person decides (docs/adr/0009).
+            self._escalate(entry, None, "changed_after_settling")
+        return good
+
+    def _dispatch(self) -> None:
+        """Place each newly evaluated entry on the chain its first verdict chose."""
+        view = self._journal.view
+        for key in self._queue(view.undispatched):
+            entry = view.entries[key]
+            route = self._routes.of(key, entry.predicate) or NO_ROUTE
+            passing = entry.good_standing
+            chain = route.on_pass if passing else route.on_fail
+            content: dict[str, Any] = {
+                "key": key,
+                "chain": (Chain.ON_PASS if passing else Chain.ON_FAIL).value,
+                "sources": [source.name for source in chain],
+            }
+            scopes = {s.name: s.component for s in chain if s.component is not None}
+            if scopes:
+                content["scopes"] = scopes
+            self._journal.emit(DISPATCHES, CONTROLLER, content, f"dispatch/{key}")
+            if not chain and not passing:
+                self._escalate(entry, None, "empty_chain")
+
+    def _advance_ready(self) -> None:
+        """Success handoff: move on every entry whose component source fixed its component."""
+        view = self._journal.view
+        for key in self._queue(view.ready):
+            if key in view.ready:
+                self._advance(key, restore=False)
+
+    def _advance(self, key: str, restore: bool = True) -> None:
+        """Hand the entry to the next source of its chain, or escalate it at the end.
+
+        Args:
+            key: The entry.
+            restore: Failure handoff: put back what the current source worked on (its
+                component for a component-scoped source, else the whole measurement).
+                ``False`` is success handoff: the fix is kept.
+        """
+        entry = self._journal.view.entries[key]
+        current = entry.source
+        if restore and current is not None:
+            self._restore(entry, entry.scopes.get(current))
+        position = entry.position + 1
+        if position < len(entry.chain):
+            following = entry.chain[position]
+            if following not in self._sources:
+                raise UnknownSourceError(key, following)
+            reason = "exhausted" if restore else "passed"
+            content = {"key": key, "from": current, "to": following, "reason": reason}
+            self._journal.emit(HANDOFFS, CONTROLLER, content, f"handoff/{key}/{position}")
+        elif restore and entry.chain_name is Chain.ON_PASS:
+            # Every confirmation failed, however it said so (raised, or left the entry
+            # failing): the pass was provisional, and the restored original that passed
+            # the cheap check is not a confirmation.
+            self._escalate(entry, current, "exhausted")
+        elif entry.good_standing:
+            self._evaluate_entry(key)
+        else:
+            self._escalate(entry, current, "exhausted" if restore else "end_of_route")
+
+    def _restore(self, entry: EntryState, component: str | None) -> None:
+        original = entry.original if component is None else entry.original[component]
+        content: dict[str, Any] = {"key": entry.key, "value": original}
+        if component is not None:
+            content["component"] = component
+        self._journal.emit(RESTORES, CONTROLLER, content, None)
+
+    def _run_sources(self) -> None:
+        """Let each source work on the entries of its partition that need it."""
+        view = self._journal.view
+        focus = self._journal.focus
+        now: datetime | None = None
+        for source in self.knowledge_sources:
+            for key in source.can_contribute(self.blackboard):
+                entry = view.entries.get(key)
+                if entry is None or entry.source != source.name:
+                    continue
+                if focus is not None and key not in focus:
+                    continue  # a source that lists more than its partition: not ours
+                if entry.retry_at is not None:
+                    now = now or self.clock.now()
+                    if entry.retry_at > now:
+                        continue
+                if entry.ks_history.get(source.name, 0) >= source.max_attempts:
+                    self._advance(key)
+                else:
+                    self._attempt(source, entry)
+
+    def _attempt(self, source: KnowledgeSource, entry: EntryState) -> None:
+        key = entry.key
+        number = entry.ks_history.get(source.name, 0) + 1
+        context = AttemptContext(key, source.name, source.component, number)
+        outcome = self._runner.run(source, self.blackboard, context)
+        fault_point("ks.after")
+        self._attempts += 1
+        writer, content = attempt_record(
+            self._journal, self._predicates, source, entry, number, outcome
+        )
+        now = None if source.retry is None else self.clock.now()
+        schedule_retry(source.retry, source.component, source.max_attempts, number, content, now)
+        self._journal.emit(ATTEMPTS, writer, content, f"attempt/{key}/{source.name}/{number}")
+        if (
+            entry.stage is Stage.WORKING
+            and entry.source == source.name
+            and key not in self._journal.view.ready
+            and number >= source.max_attempts
+        ):
+            self._advance(key)
+
+    def _escalate(self, entry: EntryState, source: str | None, reason: str) -> None:
+        fault_point("escalation.create")
+        content = escalation_content(entry, source, reason)
+        self._journal.emit(ESCALATIONS, CONTROLLER, content, f"escalate/{entry.key}")
+        self._escalated.append(entry.key)
