@@ -63,6 +63,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
+        reporter.ensure_newline()
         reporter.write_sep("!", "the machine's PostgreSQL server changed", red=True, bold=True)
         for line in lines:
             reporter.write_line(line, red=True)

@@ -77,6 +77,7 @@ def run_session(
         os.environ,
         PYBB_PG_URL=server or cluster.url,
         PYBB_TEST_CLUSTER=cluster.to_json(),
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the child needs none; loading them takes seconds
         PYTHONPATH=os.pathsep.join(str(p) for p in paths if str(p)),
     )
     command = [sys.executable, "-m", "pytest", "-p", "pg_guard", "-p", "no:cacheprovider",
