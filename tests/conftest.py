@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from pg_guard import pytest_sessionfinish, pytest_sessionstart
 from storekit import StoreSpec, build
+
+# The session fails loudly if the machine's PostgreSQL server was restarted or reloaded.
+__all__ = ["pytest_sessionfinish", "pytest_sessionstart"]
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
