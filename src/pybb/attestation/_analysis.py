@@ -41,9 +41,16 @@ class Attribution:
     repairs: Mapping[int, tuple[str, tuple[Finding, ...]]]
 
 
-def bad_evidence(device: str, tier: Tier, problem: str, field: str | None) -> TierReport:
-    """The report of a device whose evidence could not be used."""
-    finding = Finding(Reason.BAD_EVIDENCE, problem if field is None else f"{field}: {problem}")
+def bad_evidence(
+    device: str,
+    tier: Tier,
+    problem: str,
+    field: str | None,
+    reason: Reason | None = None,
+) -> TierReport:
+    """The report of a device whose evidence could not be used (or whose quote was refused)."""
+    message = problem if field is None else f"{field}: {problem}"
+    finding = Finding(reason or Reason.BAD_EVIDENCE, message)
     return TierReport.of(device, tier, None, [finding])
 
 
