@@ -47,9 +47,18 @@ def bad_evidence(
     problem: str,
     field: str | None,
     reason: Reason | None = None,
+    *,
+    path: str | None = None,
+    hint: str | None = None,
 ) -> TierReport:
-    """The report of a device whose evidence could not be used (or whose quote was refused)."""
+    """The report of a device whose evidence could not be used (or whose quote was refused).
+
+    A refused quote (``reason`` given) also names the file and says what to do.
+    """
     message = problem if field is None else f"{field}: {problem}"
+    if reason is not None:
+        message = f"{path}: {message}" if path else message
+        message = f"{message}; {hint}" if hint else message
     finding = Finding(reason or Reason.BAD_EVIDENCE, message)
     return TierReport.of(device, tier, None, [finding])
 

@@ -173,7 +173,13 @@ class AttributionTier(KnowledgeSource):
         evidence = _evidence_for(self._context, key, measurement)
         if isinstance(evidence, EvidenceError):
             report = bad_evidence(
-                key, Tier.ATTRIBUTION, evidence.problem, evidence.field, evidence.reason
+                key,
+                Tier.ATTRIBUTION,
+                evidence.problem,
+                evidence.field,
+                evidence.reason,
+                path=evidence.path,
+                hint=evidence.hint,
             )
             blackboard.report(key, _with_file(report, evidence))
             return
@@ -247,7 +253,13 @@ class VerificationTier(KnowledgeSource):
         evidence = _evidence_for(self._context, key, blackboard.get_entry(key).measurement)
         if isinstance(evidence, EvidenceError):
             report = bad_evidence(
-                key, Tier.VERIFICATION, evidence.problem, evidence.field, evidence.reason
+                key,
+                Tier.VERIFICATION,
+                evidence.problem,
+                evidence.field,
+                evidence.reason,
+                path=evidence.path,
+                hint=evidence.hint,
             )
             raise AttemptError(report.title, _with_file(report, evidence))
         report = verify(evidence, self._context.fleet.classes[evidence.device_class])
