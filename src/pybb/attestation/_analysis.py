@@ -63,11 +63,17 @@ def bad_evidence(
     return TierReport.of(device, tier, None, [finding])
 
 
-def verify(evidence: Evidence, device_class: DeviceClass) -> TierReport:
-    """The verification tier: the whole log must give the quote and satisfy the policy."""
+def verify(
+    evidence: Evidence, device_class: DeviceClass, *, parsed: EventLog | None = None
+) -> TierReport:
+    """The verification tier: the whole log must give the quote and satisfy the policy.
+
+    ``parsed``: ``evidence.log`` already parsed (a quote verifier has done it), to save
+    parsing it again.
+    """
     tier = Tier.VERIFICATION
     try:
-        log = parse_event_log(evidence.log)
+        log = parse_event_log(evidence.log) if parsed is None else parsed
         final = replay(log)
     except EventLogError as exc:
         return TierReport.of(evidence.device, tier, device_class.name, [_corrupt(exc)])

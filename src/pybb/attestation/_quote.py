@@ -19,7 +19,10 @@ from typing import Final
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from cryptography.hazmat.primitives.asymmetric.utils import (
+    decode_dss_signature,
+    encode_dss_signature,
+)
 
 from pybb.attestation._fleet_errors import EvidenceError
 from pybb.attestation._report import Reason
@@ -27,10 +30,13 @@ from pybb.attestation._tpm import (
     ALG_ECDSA,
     ALG_RSAPSS,
     ALG_RSASSA,
+    ClockInfo,
     PcrSelection,
     TpmFormatError,
     TpmsAttest,
     TpmtSignature,
+    encode_tpms_attest,
+    encode_tpmt_signature,
     parse_tpm_public,
     parse_tpms_attest,
     parse_tpmt_signature,
@@ -44,6 +50,7 @@ __all__ = [
     "check_pcr_digest",
     "load_attestation_key",
     "parse_quote",
+    "sign_quote",
     "verify_signature",
 ]
 
@@ -329,3 +336,36 @@ def _differing(
         if replayed[s.bank][pcr] != pcrs[s.bank][pcr]
     ]
     return "; " + "; ".join(parts)
+
+
+def sign_quote(
+    private_key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey,
+    values: dict[str, dict[int, bytes]],
+    nonce: bytes,
+    *,
+    clock: ClockInfo | None = None,
+    hash_name: str = "sha256",
+) -> tuple[bytes, bytes]:
+    """What a TPM's TPM2_Quote returns for ``values``: ``(quote.msg, quote.sig)``.
+
+    For the demo fleet, tests and benchmarks: RSASSA with an RSA key, ECDSA with an EC
+    key, over ``hash_name``; every bank of ``values`` selected, PCRs ascending.
+    """
+    selection = tuple(PcrSelection(bank, tuple(sorted(pcrs))) for bank, pcrs in values.items())
+    digest = pcr_digest(selection, values, hash_name)
+    assert digest is not None
+    attest = TpmsAttest(
+        b"\x00\x0b" + bytes(32),
+        nonce,
+        clock or ClockInfo(1000, 1, 0, True),
+        0x2019102300163636,
+        selection,
+        digest,
+    )
+    message = encode_tpms_attest(attest)
+    chosen = _HASHES[hash_name]()
+    if isinstance(private_key, rsa.RSAPrivateKey):
+        raw = private_key.sign(message, padding.PKCS1v15(), chosen)
+        return message, encode_tpmt_signature(TpmtSignature(ALG_RSASSA, hash_name, raw))
+    r, s = decode_dss_signature(private_key.sign(message, ec.ECDSA(chosen)))
+    return message, encode_tpmt_signature(TpmtSignature(ALG_ECDSA, hash_name, r=r, s=s))

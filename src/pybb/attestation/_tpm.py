@@ -41,6 +41,8 @@ __all__ = [
     "TpmPublic",
     "TpmsAttest",
     "TpmtSignature",
+    "encode_tpms_attest",
+    "encode_tpmt_signature",
     "parse_pcrs_file",
     "parse_tpm_public",
     "parse_tpms_attest",
@@ -437,3 +439,32 @@ def parse_pcrs_file(data: bytes) -> dict[str, dict[int, bytes]]:
             raise TpmFormatError("quote.pcrs", f"{bank} PCR {pcr} has {len(value)} bytes", at)
         values.setdefault(bank, {})[pcr] = value
     return values
+
+
+def encode_tpms_attest(attest: TpmsAttest) -> bytes:
+    """The wire form of a quote's TPMS_ATTEST (what a TPM signs): the inverse of parsing."""
+    out = bytearray(struct.pack(">IH", ATTEST_MAGIC, ST_ATTEST_QUOTE))
+    for blob in (attest.qualified_signer, attest.extra_data):
+        out += struct.pack(">H", len(blob)) + blob
+    clock = attest.clock_info
+    out += struct.pack(">QIIB", clock.clock, clock.reset_count, clock.restart_count, clock.safe)
+    out += struct.pack(">QI", attest.firmware_version, len(attest.selection))
+    ids = {name: alg for alg, name in HASH_ALGORITHMS.items()}
+    for bank in attest.selection:
+        bitmap = bytearray(3)
+        for pcr in bank.pcrs:
+            bitmap[pcr // 8] |= 1 << (pcr % 8)
+        out += struct.pack(">HB", ids[bank.bank], len(bitmap)) + bitmap
+    out += struct.pack(">H", len(attest.pcr_digest)) + attest.pcr_digest
+    return bytes(out)
+
+
+def encode_tpmt_signature(signature: TpmtSignature) -> bytes:
+    """The wire form of a TPMT_SIGNATURE: the inverse of :func:`parse_tpmt_signature`."""
+    ids = {name: alg for alg, name in HASH_ALGORITHMS.items()}
+    head = struct.pack(">HH", signature.algorithm, ids[signature.hash])
+    if signature.algorithm == ALG_ECDSA:
+        size = max(32, (max(signature.r, signature.s).bit_length() + 7) // 8)
+        r, s = signature.r.to_bytes(size, "big"), signature.s.to_bytes(size, "big")
+        return head + struct.pack(">H", len(r)) + r + struct.pack(">H", len(s)) + s
+    return head + struct.pack(">H", len(signature.signature)) + signature.signature
