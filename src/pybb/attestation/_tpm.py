@@ -451,7 +451,7 @@ def encode_tpms_attest(attest: TpmsAttest) -> bytes:
     out += struct.pack(">QI", attest.firmware_version, len(attest.selection))
     ids = {name: alg for alg, name in HASH_ALGORITHMS.items()}
     for bank in attest.selection:
-        bitmap = bytearray(3)
+        bitmap = bytearray(max(3, max(bank.pcrs, default=0) // 8 + 1))
         for pcr in bank.pcrs:
             bitmap[pcr // 8] |= 1 << (pcr % 8)
         out += struct.pack(">HB", ids[bank.bank], len(bitmap)) + bitmap
