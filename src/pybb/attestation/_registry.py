@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from blackboard import Level, Rejected, RejectionCause, create_model
+from blackboard import Level, RecordKind, Rejected, RejectionCause, create_model
 from blackboard.stores import Store
 from pybb.attestation._fleet_errors import FleetError
 from pybb.attestation._policy import DeviceClass
@@ -116,34 +116,59 @@ class Registry:
         )
         self.board_id = board_id
         self.writer = writer
+        # Folded from the board's log incrementally (``_refresh``): each look-up costs
+        # only the records written since the last one, so a fleet of n devices is O(n).
+        self._seen = 0
+        self._aks: dict[str, tuple[int, Mapping[str, Any], datetime]] = {}
         self._nonces: dict[str, Mapping[str, Any]] = {}
+        self._clocks: dict[str, list[Mapping[str, Any]]] = {}
+        self._classes: dict[str, tuple[int, Any]] = {}
+
+    def _refresh(self) -> None:
+        """Take in every record written to the registry since the last look."""
+        for record in self.model.reader.log(self._seen):
+            self._seen = record.sequence
+            if record.kind is not RecordKind.LEVEL:
+                continue
+            content = record.content
+            if record.region == AKS:
+                held = self._aks.get(content["device"])
+                if held is None or content["version"] > held[0]:
+                    self._aks[content["device"]] = (content["version"], content, record.at)
+            elif record.region == NONCES:
+                self._nonces[content["nonce"]] = content
+            elif record.region == CLOCKS:
+                self._clocks.setdefault(content["ak"], []).append(content)
+            elif record.region == CLASSES:
+                known = self._classes.get(content["name"])
+                if known is None or content["version"] > known[0]:
+                    self._classes[content["name"]] = (content["version"], content["class"])
 
     # -- attestation keys ---------------------------------------------------------------
 
     def ak(self, device: str) -> EnrolledAk | None:
         """The device's AK as enrolled now, or ``None`` if it was never enrolled."""
-        return self.aks().get(device)
+        self._refresh()
+        held = self._aks.get(device)
+        return None if held is None else self._enrolled(device, *held)
 
     def aks(self) -> dict[str, EnrolledAk]:
         """Every device's AK as enrolled now."""
-        latest: dict[str, tuple[int, Any, datetime]] = {}
-        for c in self.model.reader.read_level(AKS):
-            content = c.content
-            held = latest.get(content["device"])
-            if held is None or content["version"] > held[0]:
-                latest[content["device"]] = (content["version"], content, c.at)
-        return {
-            device: EnrolledAk(
-                device,
-                version,
-                AttestationKey.from_json(content["ak"]),
-                content["class"],
-                content["action"] == "revoke",
-                content["by"],
-                at,
-            )
-            for device, (version, content, at) in latest.items()
-        }
+        self._refresh()
+        return {device: self._enrolled(device, *held) for device, held in self._aks.items()}
+
+    def _enrolled(
+        self, device: str, version: int, content: Mapping[str, Any], at: datetime
+    ) -> EnrolledAk:
+        return EnrolledAk(
+            device,
+            version,
+            AttestationKey.from_json(content["ak"]),
+            content["class"],
+            content["action"] == "revoke",
+            content["by"],
+            at,
+        )
 
     def enroll(
         self,
@@ -289,9 +314,7 @@ class Registry:
 
     def _issued(self, nonce: str) -> Mapping[str, Any] | None:
         if nonce not in self._nonces:
-            self._nonces = {
-                c.content["nonce"]: c.content for c in self.model.reader.read_level(NONCES)
-            }
+            self._refresh()
         return self._nonces.get(nonce)
 
     # -- clocks -------------------------------------------------------------------------
@@ -303,11 +326,8 @@ class Registry:
             QuoteError: ``clock_rollback``, naming the field and both values.
         """
         fingerprint = key.fingerprint
-        seen = [
-            c.content
-            for c in self.model.reader.read_level(CLOCKS)
-            if c.content["ak"] == fingerprint
-        ]
+        self._refresh()
+        seen = self._clocks.get(fingerprint, [])
         problem = _rollback(seen, clock)
         if problem is not None:
             raise QuoteError(
@@ -332,8 +352,9 @@ class Registry:
 
     def add_class(self, device_class: DeviceClass, *, by: str | None = None) -> int:
         """Record (or replace) a device class; the latest version is the one in force."""
-        held = [c.content for c in self.model.reader.read_level(CLASSES)]
-        version = 1 + max((c["version"] for c in held if c["name"] == device_class.name), default=0)
+        self._refresh()
+        held = self._classes.get(device_class.name)
+        version = 1 if held is None else held[0] + 1
         content = {
             "slot": f"{device_class.name}@{version}",
             "name": device_class.name,
@@ -347,12 +368,8 @@ class Registry:
 
     def classes(self) -> dict[str, DeviceClass]:
         """The device classes in force, by name."""
-        latest: dict[str, tuple[int, Any]] = {}
-        for c in self.model.reader.read_level(CLASSES):
-            name, version = c.content["name"], c.content["version"]
-            if name not in latest or version > latest[name][0]:
-                latest[name] = (version, c.content["class"])
-        return {name: DeviceClass.from_json(data) for name, (_, data) in latest.items()}
+        self._refresh()
+        return {name: DeviceClass.from_json(data) for name, (_, data) in self._classes.items()}
 
     def close(self) -> None:
         """Release the store if the registry opened it."""
