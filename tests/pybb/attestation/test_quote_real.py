@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,19 @@ def test_tpm_public_parser_refuses_garbage() -> None:
     public = parse_tpm_public(ak_pub)
     assert public.name is not None
     assert public.name[2:] == hashlib.sha256(ak_pub).digest()
+
+
+def test_the_quote_files_are_the_unchanged_copies_their_readme_lists() -> None:
+    # quotes/README.md's table gives each file's sha256 as copied from its repository
+    # (and from shared/attestation/quotes, beside the repository, when it is there).
+    listed = dict(re.findall(r"^\| `([^`]+)`.*\| ([0-9a-f]{64}) \|$", _readme(), re.MULTILINE))
+    assert len(listed) == 5
+    for name, digest in listed.items():
+        assert hashlib.sha256((QUOTES / name).read_bytes()).hexdigest() == digest, name
+    shared = Path(__file__).resolve().parents[3].parent / "shared" / "attestation" / "quotes"
+    for name in listed if shared.is_dir() else ():
+        assert (shared / name).read_bytes() == (QUOTES / name).read_bytes(), name
+
+
+def _readme() -> str:
+    return (QUOTES / "README.md").read_text(encoding="utf-8")
