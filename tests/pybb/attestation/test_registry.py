@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+import pybb.attestation._registry as registry_module
+from blackboard import Level
 from pybb.attestation import FleetError, Reason
 from pybb.attestation._quote import AttestationKey, QuoteError
-from pybb.attestation._registry import NONCE_TTL, Registry
+from pybb.attestation._registry import NONCE_TTL, NONCE_USES, Registry
 from pybb.attestation._tpm import ClockInfo
 from storekit import StoreSpec
 
@@ -125,11 +127,17 @@ def test_the_clock_of_an_ak_never_goes_backwards(store_spec: StoreSpec) -> None:
 _SPENDER = textwrap.dedent(
     """
     import json, sys
+    import pybb.attestation._registry as registry_module
+    from blackboard import Level
     from pybb.attestation._quote import QuoteError
-    from pybb.attestation._registry import Registry
-    store, nonces = sys.argv[1], json.loads(sys.argv[2])
+    from pybb.attestation._registry import NONCE_USES, Registry
+    store, nonces, board = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+    if board == "control":  # the negative control: spending is not a unique level
+        registry_module.Level = lambda name, unique=False: Level(
+            name, unique=False if name == NONCE_USES else unique
+        )
     spent = []
-    with Registry(store) as registry:
+    with Registry(store, board) as registry:
         for nonce in nonces:
             try:
                 registry.spend("dev-1", bytes.fromhex(nonce))
@@ -142,25 +150,44 @@ _SPENDER = textwrap.dedent(
 )
 
 
+def _lenient_level(name: str, unique: bool | str = False) -> Level:
+    """The negative control's levels: spending a nonce is not a unique level."""
+    return Level(name, unique=False if name == NONCE_USES else unique)
+
+
+def _spend_in_processes(
+    url: str, board: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[str], list[str]]:
+    """Issue 40 nonces on ``board``; 4 processes each try to spend all of them."""
+    with monkeypatch.context() as patch:
+        if board == "control":
+            patch.setattr(registry_module, "Level", _lenient_level)
+        with Registry(url, board) as registry:
+            nonces = [registry.challenge("dev-1").hex() for _ in range(40)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    argv = [sys.executable, "-c", _SPENDER, url, json.dumps(nonces), board]
+    workers = [subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True) for _ in range(4)]
+    spent: list[str] = []
+    for worker in workers:
+        out, _ = worker.communicate(timeout=120)
+        assert worker.returncode == 0
+        spent += json.loads(out)
+    return nonces, spent
+
+
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def test_a_nonce_is_spent_exactly_once_across_processes(kind: str, tmp_path: Path) -> None:
+def test_a_nonce_is_spent_exactly_once_across_processes(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from storekit import build
 
     spec = build(kind, tmp_path)
     try:
         assert spec.url is not None
-        with Registry(spec.url) as registry:
-            nonces = [registry.challenge("dev-1").hex() for _ in range(40)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        argv = [sys.executable, "-c", _SPENDER, spec.url, json.dumps(nonces)]
-        workers = [
-            subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True) for _ in range(4)
-        ]
-        spent: list[str] = []
-        for worker in workers:
-            out, _ = worker.communicate(timeout=120)
-            assert worker.returncode == 0
-            spent += json.loads(out)
+        nonces, spent = _spend_in_processes(spec.url, "attest-registry", monkeypatch)
         assert sorted(spent) == sorted(nonces)  # every nonce once, none twice
+        # The negative control: without the unique level every process spends every one.
+        nonces, spent = _spend_in_processes(spec.url, "control", monkeypatch)
+        assert len(spent) == 4 * len(nonces)
     finally:
         spec.close_all()
