@@ -54,10 +54,13 @@ from pybb.attestation._evidence import (
     load_evidence,
     parse_evidence,
 )
+from pybb.attestation._evidence_dir import EVENT_LOG_CAP, load_evidence_dir, verify_device
 from pybb.attestation._fleet import Fleet, load_fleet, save_fleet
 from pybb.attestation._fleet_errors import EvidenceError, FleetError, PolicyError
 from pybb.attestation._generate import TRUTH_KINDS, builtin_classes, builtin_logs, generate_fleet
 from pybb.attestation._policy import DeviceClass, Policy, load_class
+from pybb.attestation._quote import AttestationKey, QuoteError, load_attestation_key
+from pybb.attestation._registry import NONCE_TTL, REGISTRY_BOARD, EnrolledAk, Registry
 from pybb.attestation._replay import PcrValues, Replayer, ReplayStep, iter_replay, replay
 from pybb.attestation._report import (
     DeviceOutcome,
@@ -68,6 +71,14 @@ from pybb.attestation._report import (
     Reason,
     Tier,
     TierReport,
+)
+from pybb.attestation._tpm import (
+    TpmFormatError,
+    TpmsAttest,
+    TpmtSignature,
+    parse_tpm_public,
+    parse_tpms_attest,
+    parse_tpmt_signature,
 )
 from pybb.attestation._tree import (
     ALLOWLIST,
@@ -81,18 +92,23 @@ from pybb.attestation._types import KNOWN_ALGORITHMS, DigestAlgorithm, EventType
 
 __all__ = [
     "ALLOWLIST",
+    "EVENT_LOG_CAP",
     "KNOWN_ALGORITHMS",
     "MAX_EVIDENCE_FILE_SIZE",
     "MAX_LOG_FILE_SIZE",
     "MAX_PCR_INDEX",
+    "NONCE_TTL",
+    "REGISTRY_BOARD",
     "TRUTH_KINDS",
     "Attestation",
+    "AttestationKey",
     "AttributionTier",
     "BootComponent",
     "DeviceClass",
     "DeviceOutcome",
     "DeviceResult",
     "DigestAlgorithm",
+    "EnrolledAk",
     "Event",
     "EventLog",
     "EventLogError",
@@ -109,12 +125,17 @@ __all__ = [
     "PcrValues",
     "Policy",
     "PolicyError",
+    "QuoteError",
     "Reason",
+    "Registry",
     "ReplayStep",
     "Replayer",
     "SpecIdEvent",
     "Tier",
     "TierReport",
+    "TpmFormatError",
+    "TpmsAttest",
+    "TpmtSignature",
     "TruncatedLogError",
     "UnknownAlgorithmError",
     "VerificationTier",
@@ -125,14 +146,20 @@ __all__ = [
     "event_type_name",
     "generate_fleet",
     "iter_replay",
+    "load_attestation_key",
     "load_class",
     "load_event_log",
     "load_evidence",
+    "load_evidence_dir",
     "load_fleet",
     "parse_event_log",
     "parse_evidence",
+    "parse_tpm_public",
+    "parse_tpms_attest",
+    "parse_tpmt_signature",
     "read_allowlist",
     "read_event_log",
     "replay",
     "save_fleet",
+    "verify_device",
 ]

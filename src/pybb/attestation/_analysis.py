@@ -41,17 +41,39 @@ class Attribution:
     repairs: Mapping[int, tuple[str, tuple[Finding, ...]]]
 
 
-def bad_evidence(device: str, tier: Tier, problem: str, field: str | None) -> TierReport:
-    """The report of a device whose evidence could not be used."""
-    finding = Finding(Reason.BAD_EVIDENCE, problem if field is None else f"{field}: {problem}")
+def bad_evidence(
+    device: str,
+    tier: Tier,
+    problem: str,
+    field: str | None,
+    reason: Reason | None = None,
+    *,
+    path: str | None = None,
+    hint: str | None = None,
+) -> TierReport:
+    """The report of a device whose evidence could not be used (or whose quote was refused).
+
+    A refused quote (``reason`` given) also names the file and says what to do.
+    """
+    message = problem if field is None else f"{field}: {problem}"
+    if reason is not None:
+        message = f"{path}: {message}" if path else message
+        message = f"{message}; {hint}" if hint else message
+    finding = Finding(reason or Reason.BAD_EVIDENCE, message)
     return TierReport.of(device, tier, None, [finding])
 
 
-def verify(evidence: Evidence, device_class: DeviceClass) -> TierReport:
-    """The verification tier: the whole log must give the quote and satisfy the policy."""
+def verify(
+    evidence: Evidence, device_class: DeviceClass, *, parsed: EventLog | None = None
+) -> TierReport:
+    """The verification tier: the whole log must give the quote and satisfy the policy.
+
+    ``parsed``: ``evidence.log`` already parsed (a quote verifier has done it), to save
+    parsing it again.
+    """
     tier = Tier.VERIFICATION
     try:
-        log = parse_event_log(evidence.log)
+        log = parse_event_log(evidence.log) if parsed is None else parsed
         final = replay(log)
     except EventLogError as exc:
         return TierReport.of(evidence.device, tier, device_class.name, [_corrupt(exc)])

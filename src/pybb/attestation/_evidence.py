@@ -33,6 +33,7 @@ from pybb.attestation._jsonfile import (
     show,
 )
 from pybb.attestation._policy import BANK_SIZES
+from pybb.attestation._signed import SignedQuote
 
 __all__ = ["MAX_EVIDENCE_FILE_SIZE", "Evidence", "Quote", "load_evidence", "parse_evidence"]
 
@@ -53,6 +54,8 @@ class Evidence:
         log: Its TCG event log, as bytes (parsed by the tiers, not here).
         quote: The PCR values its quote reports, per bank.
         source: Where the evidence came from (a file), for reports.
+        signed: The quote as its TPM signed it, when the fleet verifies signed quotes
+            (JSON ``"signed_quote": {"msg": base64, "sig": base64}``).
 
     Raises:
         EvidenceError: A value of the wrong type or form.
@@ -63,6 +66,7 @@ class Evidence:
     log: bytes = field(repr=False)
     quote: Quote = field(default_factory=dict)
     source: str | None = None
+    signed: SignedQuote | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("device", "device_class"):
@@ -86,6 +90,8 @@ class Evidence:
             bank: {str(p): v.hex() for p, v in sorted(values.items())}
             for bank, values in self.quote.items()
         }
+        if self.signed is not None:
+            data["signed_quote"] = self.signed.to_json()
         return data
 
     @classmethod
@@ -103,13 +109,21 @@ class Evidence:
             EvidenceError: Naming the file and the field at fault.
         """
         fields = Fields(_error(path, None))
-        obj = fields.obj(data, None, ("device", "class", "quote"), ("log", "log_base64"))
+        obj = fields.obj(
+            data, None, ("device", "class", "quote"), ("log", "log_base64", "signed_quote")
+        )
         device = fields.name(obj["device"], "device")
         fields = Fields(_error(path, device))
         device_class = fields.name(obj["class"], "class")
         quote = _quote(fields, obj["quote"])
         log = _log(fields, obj, root)
-        return cls(device, device_class, log, quote, path)
+        signed = None
+        if "signed_quote" in obj:
+            try:
+                signed = SignedQuote.from_json(obj["signed_quote"])
+            except ValueError as exc:
+                fields.fail("signed_quote", str(exc))
+        return cls(device, device_class, log, quote, path, signed)
 
 
 def _error(path: str | None, device: str | None) -> ErrorFactory:

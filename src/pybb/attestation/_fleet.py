@@ -7,6 +7,8 @@ A fleet folder on disk::
       devices/<device>.json    an Evidence file each; the file name is the device id
       logs/...                 event logs the evidence files name (any layout inside)
       truth.json               optional: {device: {"kind", "outcome", "reason", "detail"}}
+      registry.json            optional: the AKs, issued and spent nonces the devices'
+                               signed quotes are checked against (``QuoteLedger``)
 
 :func:`load_fleet` reads the classes and the truth at once (a bad one refuses the whole
 fleet: :class:`PolicyError` / :class:`FleetError`) and each device's evidence only when
@@ -30,6 +32,7 @@ from pybb.attestation._fleet_errors import EvidenceError, FleetError, PolicyErro
 from pybb.attestation._jsonfile import NAME, Fields, parse_json, read_capped, relative_to_root, show
 from pybb.attestation._policy import DeviceClass, load_class
 from pybb.attestation._report import DeviceOutcome, GroundTruth, Reason
+from pybb.attestation._signed import QuoteLedger
 
 __all__ = ["Fleet", "load_fleet", "save_fleet"]
 
@@ -54,6 +57,8 @@ class Fleet:
         truth: Ground truth by device, when known.
         fingerprint: Identifies the fleet's content; a board holds one fleet.
         classifier: Tells a device's class name cheaply (without its log), if it can.
+        ledger: When set, every device's signed quote is checked against it on load
+            (a failing one is that device's :class:`QuoteError`).
     """
 
     name: str
@@ -63,6 +68,7 @@ class Fleet:
     truth: Mapping[str, GroundTruth] = field(default_factory=dict, repr=False)
     fingerprint: str = ""
     classifier: Callable[[str], str | None] | None = field(default=None, repr=False, compare=False)
+    ledger: QuoteLedger | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
@@ -76,12 +82,13 @@ class Fleet:
         if not self.fingerprint:
             object.__setattr__(self, "fingerprint", _fingerprint(self.classes, self.devices, ""))
 
-    def load(self, device: str) -> Evidence:
-        """Load and check one device's evidence.
+    def load(self, device: str, *, verify_quote: bool = True) -> Evidence:
+        """Load and check one device's evidence (and its signed quote, with a ledger).
 
         Raises:
             EvidenceError: The evidence cannot be used: unreadable or malformed, for
-                another device, or naming a class the fleet does not have.
+                another device, or naming a class the fleet does not have; or a
+                ``QuoteError``: its signed quote was refused (``verify_quote``).
         """
         evidence = self.loader(device)
         if evidence.device != device:
@@ -100,6 +107,8 @@ class Fleet:
                 field="class",
                 device=device,
             )
+        if verify_quote and self.ledger is not None:
+            self.ledger.check(device, evidence.signed, evidence.quote)
         return evidence
 
     def device_class(self, device: str) -> str | None:
@@ -215,9 +224,33 @@ def load_fleet(folder: str | Path) -> Fleet:
         return value if isinstance(value, str) and value in classes else None
 
     name = re.sub(r"[^A-Za-z0-9._-]", "-", root.resolve().name)[:64].lstrip("._-") or "fleet"
+    ledger, ledger_text = _load_ledger(root)
     return Fleet(
-        name, classes, tuple(files), load, truth, _fingerprint(classes, tuple(files), ""), classify
+        name,
+        classes,
+        tuple(files),
+        load,
+        truth,
+        _fingerprint(classes, tuple(files), ledger_text),
+        classify,
+        ledger,
     )
+
+
+def _load_ledger(root: Path) -> tuple[QuoteLedger | None, str]:
+    path = root / "registry.json"
+    if not path.exists():
+        return None, ""
+
+    def error(problem: str, field_name: str | None) -> FleetError:
+        return FleetError(problem, path="registry.json", field=field_name)
+
+    data = read_capped(path, _MAX_TRUTH_FILE_SIZE, error)
+    try:
+        ledger = QuoteLedger.from_json(parse_json(data, error))
+    except ValueError as exc:
+        raise error(str(exc), None) from None
+    return ledger, hashlib.sha256(data).hexdigest()
 
 
 def _ignore(problem: str, field_name: str | None) -> EvidenceError:
@@ -275,7 +308,7 @@ def save_fleet(fleet: Fleet, folder: str | Path) -> Path:
     truth: dict[str, Any] = {}
     for device in fleet.devices:
         try:
-            evidence = fleet.load(device)
+            evidence = fleet.load(device, verify_quote=False)  # a refused quote is kept
         except EvidenceError:
             continue
         log_name = f"logs/{hashlib.sha256(evidence.log).hexdigest()[:20]}.bin"
@@ -287,6 +320,8 @@ def save_fleet(fleet: Fleet, folder: str | Path) -> Path:
             truth[device] = fleet.truth[device].to_json()
     if truth:
         _write_json(root / "truth.json", truth)
+    if fleet.ledger is not None:
+        _write_json(root / "registry.json", fleet.ledger.materialize(fleet.devices))
     return root
 
 

@@ -13,6 +13,7 @@ path such as ``quote.sha256.7``, so a person can open the file at the right plac
 
 from __future__ import annotations
 
+from pybb.attestation._report import Reason
 from pybb.errors import PybbError
 
 __all__ = ["EvidenceError", "FleetError", "PolicyError", "show"]
@@ -70,6 +71,8 @@ class EvidenceError(FleetError):
 
     Attributes:
         device: The device the evidence is for, when known.
+        reason: Why the device is escalated, when it is more than ``bad_evidence`` (a
+            quote the verifier refused: ``bad_signature``, ``nonce_reused``, ...).
     """
 
     what = "evidence"
@@ -82,8 +85,10 @@ class EvidenceError(FleetError):
         field: str | None = None,
         device: str | None = None,
         hint: str = "fix the evidence file (or collect the evidence again) and run again",
+        reason: Reason | None = None,
     ) -> None:
         self.device = device
+        self.reason = reason
         super().__init__(problem, path=path, field=field, hint=hint)
 
 

@@ -24,28 +24,58 @@ kind                          what was done, and where it should land
 ``corrupt_log``               truncated, emptied, an absurd eventSize or PCR
                               index, an unknown algorithm id: escalated, naming
                               the event number and byte offset
+``replayed_nonce``            a clean device's quote over a nonce an earlier
+                              attestation spent: escalated, ``nonce_reused``
+``bad_signature``             a clean device's quote signed by another key than
+                              its enrolled AK: escalated, ``bad_signature``
+``unknown_ak``                a clean device whose AK was never enrolled:
+                              escalated, ``unknown_ak``
 ============================  =================================================
 
+Every device's quote is signed: a ``TPMS_ATTEST`` over its quoted PCR values (every
+bank) and its nonce, signed ECDSA P-256/SHA-256 by the device's own AK, and the fleet
+carries the ledger of enrolled AKs and issued and spent nonces it is checked against
+(:class:`~pybb.attestation._signed.QuoteLedger`) before the tree sees the device.
+
 Everything is a function of the seed: the same ``(n, seed)`` gives the same fleet,
-byte for byte, and each device is built only when the run reaches it.
+byte for byte (the AKs are derived from it, ECDSA signing is deterministic, RFC 6979),
+and each device is built only when the run reaches it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from pybb.attestation._eventlog import Event, EventLog, LogFormat, parse_event_log
 from pybb.attestation._evidence import Evidence
 from pybb.attestation._fleet import Fleet, _fingerprint
 from pybb.attestation._policy import BANK_SIZES, DeviceClass
+from pybb.attestation._quote import AttestationKey
 from pybb.attestation._replay import PcrValues, Replayer, replay
 from pybb.attestation._report import DeviceOutcome, GroundTruth, Reason
+from pybb.attestation._signed import QuoteLedger, SignedQuote
+from pybb.attestation._tpm import (
+    ALG_ECDSA,
+    ClockInfo,
+    PcrSelection,
+    TpmsAttest,
+    TpmtSignature,
+    encode_tpms_attest,
+    encode_tpmt_signature,
+    pcr_digest,
+)
 from pybb.attestation._types import EventType, hash_constructor
 
 __all__ = ["DEFAULT_MIX", "TRUTH_KINDS", "builtin_classes", "builtin_logs", "generate_fleet"]
@@ -57,17 +87,26 @@ TRUTH_KINDS = (
     "log_quote_mismatch",
     "secure_boot_off",
     "corrupt_log",
+    "replayed_nonce",
+    "bad_signature",
+    "unknown_ak",
 )
 """The ground-truth kinds the generator makes."""
 
+QUOTE_KINDS = ("replayed_nonce", "bad_signature", "unknown_ak")
+"""The kinds whose only flaw is the signed quote (the log and PCRs are clean)."""
+
 DEFAULT_MIX: Mapping[str, float] = MappingProxyType(
     {
-        "clean": 0.40,
-        "sanctioned_update": 0.15,
-        "tampered_component": 0.15,
-        "log_quote_mismatch": 0.10,
-        "secure_boot_off": 0.10,
-        "corrupt_log": 0.10,
+        "clean": 0.31,
+        "sanctioned_update": 0.13,
+        "tampered_component": 0.13,
+        "log_quote_mismatch": 0.09,
+        "secure_boot_off": 0.09,
+        "corrupt_log": 0.09,
+        "replayed_nonce": 0.05,
+        "bad_signature": 0.05,
+        "unknown_ak": 0.05,
     }
 )
 """The default share of each kind."""
@@ -227,9 +266,80 @@ def generate_fleet(
         tuple(by_device),
         load,
         lazy,
-        _fingerprint(classes, tuple(by_device), f"generated/{n}/{seed}/{mix_text}"),
+        _fingerprint(classes, tuple(by_device), f"generated/{n}/{seed}/{mix_text}/signed"),
         lambda device: by_device[device].base,
+        _ledger(by_device, seed),
     )
+
+
+# -- signed quotes -----------------------------------------------------------------------------
+
+_P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+def _derived(*parts: object) -> bytes:
+    return hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+
+
+@cache
+def _ak(seed: int, device: str, owner: str = "ak") -> ec.EllipticCurvePrivateKey:
+    """The device's AK (or, ``owner="attacker"``, someone else's key), from the seed."""
+    secret = int.from_bytes(_derived(seed, device, owner), "big") % (_P256_ORDER - 1) + 1
+    return ec.derive_private_key(secret, ec.SECP256R1())
+
+
+def _nonce(seed: int, device: str) -> bytes:
+    return _derived(seed, device, "nonce")
+
+
+def _sign(seed: int, spec: _Spec, quote: PcrValues) -> SignedQuote:
+    """The quote the device's TPM returns: TPMS_ATTEST over ``quote``, signed ECDSA-SHA256."""
+    selection = tuple(PcrSelection(bank, tuple(sorted(pcrs))) for bank, pcrs in quote.items())
+    digest = pcr_digest(selection, quote, "sha256")
+    assert digest is not None
+    clock = ClockInfo(
+        1_000_000 + int.from_bytes(_derived(seed, spec.device)[:3], "big"), 7, 0, True
+    )
+    attest = TpmsAttest(
+        b"\x00\x0b" + _derived(seed, spec.device, "name"),
+        _nonce(seed, spec.device),
+        clock,
+        0x2019102300163636,
+        selection,
+        digest,
+    )
+    message = encode_tpms_attest(attest)
+    owner = "attacker" if spec.kind == "bad_signature" else "ak"
+    der = _ak(seed, spec.device, owner).sign(
+        message, ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
+    )
+    r, s = decode_dss_signature(der)
+    return SignedQuote(message, encode_tpmt_signature(TpmtSignature(ALG_ECDSA, "sha256", r=r, s=s)))
+
+
+def _ledger(specs: Mapping[str, _Spec], seed: int) -> QuoteLedger:
+    """The registry snapshot the generated quotes are checked against."""
+
+    def ak_of(device: str) -> AttestationKey | None:
+        spec = specs.get(device)
+        if spec is None or spec.kind == "unknown_ak":
+            return None
+        return AttestationKey(_ak(seed, device).public_key())
+
+    def nonce_state(device: str, nonce: bytes) -> str:
+        spec = specs.get(device)
+        if spec is None or nonce != _nonce(seed, device):
+            return "unknown"
+        return "spent" if spec.kind == "replayed_nonce" else "issued"
+
+    def materialize(devices: Iterable[str]) -> dict[str, Any]:
+        chosen = [d for d in devices if d in specs]
+        aks = {d: key.pem for d in chosen if (key := ak_of(d)) is not None}
+        nonces = {d: _nonce(seed, d).hex() for d in chosen}
+        spent = sorted(nonces[d] for d in chosen if specs[d].kind == "replayed_nonce")
+        return {"aks": aks, "nonces": nonces, "spent": spent}
+
+    return QuoteLedger(ak_of, nonce_state, materialize)
 
 
 class _LazyTruth(Mapping[str, GroundTruth]):
@@ -282,7 +392,7 @@ def _make(spec: _Spec, seed: int, base: _Base) -> tuple[Evidence, GroundTruth]:
     rng = random.Random(f"{seed}/{spec.device}/{spec.kind}")
     maker = _MAKERS[spec.kind]
     log, quote, truth = maker(base, rng)
-    return Evidence(spec.device, base.name, log, quote), truth
+    return Evidence(spec.device, base.name, log, quote, signed=_sign(seed, spec, quote)), truth
 
 
 _Made = tuple[bytes, PcrValues, GroundTruth]
@@ -393,6 +503,24 @@ def _corrupt(base: _Base, rng: random.Random) -> _Made:
     return bytes(log), quote, truth
 
 
+def _quote_flaw(kind: str) -> Callable[[_Base, random.Random], _Made]:
+    reason = {
+        "replayed_nonce": Reason.NONCE_REUSED,
+        "bad_signature": Reason.BAD_SIGNATURE,
+        "unknown_ak": Reason.UNKNOWN_AK,
+    }[kind]
+    detail = {
+        "replayed_nonce": "a clean quote over a nonce an earlier attestation spent",
+        "bad_signature": "a clean quote signed by another key than the enrolled AK",
+        "unknown_ak": "a clean quote from an AK that was never enrolled",
+    }[kind]
+
+    def make(base: _Base, rng: random.Random) -> _Made:
+        return base.data, base.golden, GroundTruth(kind, DeviceOutcome.ESCALATED, reason, detail)
+
+    return make
+
+
 _MAKERS = {
     "clean": _clean,
     "sanctioned_update": _sanctioned,
@@ -400,6 +528,7 @@ _MAKERS = {
     "log_quote_mismatch": _mismatch,
     "secure_boot_off": _secure_boot_off,
     "corrupt_log": _corrupt,
+    **{kind: _quote_flaw(kind) for kind in QUOTE_KINDS},
 }
 
 

@@ -53,6 +53,24 @@ class Reason(enum.StrEnum):
 
     BAD_EVIDENCE = "bad_evidence"
     """The evidence file could not be used (see its :class:`EvidenceError`)."""
+    BAD_QUOTE = "bad_quote"
+    """``quote.msg``/``quote.sig``/``quote.pcrs`` cannot be read, or use an unknown algorithm."""
+    UNKNOWN_AK = "unknown_ak"
+    """The device has no enrolled attestation key."""
+    REVOKED_AK = "revoked_ak"
+    """The device's attestation key was revoked."""
+    BAD_SIGNATURE = "bad_signature"
+    """The quote's signature does not verify with the device's enrolled AK."""
+    NONCE_UNKNOWN = "nonce_unknown"
+    """The quote's extraData is not a nonce this verifier issued to the device."""
+    NONCE_EXPIRED = "nonce_expired"
+    """The quote's nonce was issued but has expired."""
+    NONCE_REUSED = "nonce_reused"
+    """The quote's nonce was used by an earlier quote (a replay)."""
+    CLOCK_ROLLBACK = "clock_rollback"
+    """The quote's clock, resetCount or restartCount is behind one already seen from the AK."""
+    PCR_DIGEST_MISMATCH = "pcr_digest_mismatch"
+    """The quote's signed pcrDigest is not the hash of the PCRs the event log replays to."""
     CORRUPT_LOG = "corrupt_log"
     """The event log is corrupt, truncated, empty or uses an unknown algorithm."""
     MISSING_QUOTE = "missing_quote"
@@ -270,7 +288,7 @@ class TierReport:
             "Re-measure the device",
             f"Ask {self.device} for a fresh quote and event log, and attest it again.",
         )
-        if reason in (Reason.BAD_EVIDENCE, Reason.CORRUPT_LOG, Reason.MISSING_QUOTE):
+        if reason in _REMEASURE:
             return ({**remeasure, "recommended": True}, quarantine)
         options = [{**quarantine, "recommended": True}, remeasure]
         candidates = self.allowlist_candidates()
@@ -316,8 +334,27 @@ class TierReport:
         )
 
 
+_REMEASURE = (
+    Reason.BAD_EVIDENCE,
+    Reason.CORRUPT_LOG,
+    Reason.MISSING_QUOTE,
+    Reason.BAD_QUOTE,
+    Reason.UNKNOWN_AK,
+    Reason.NONCE_EXPIRED,
+)
+"""Reasons a fresh measurement (or an enrolment) can cure: ask again first."""
+
 _TITLES = {
     Reason.BAD_EVIDENCE: "its evidence could not be used",
+    Reason.BAD_QUOTE: "its quote cannot be read",
+    Reason.UNKNOWN_AK: "it has no enrolled attestation key",
+    Reason.REVOKED_AK: "its attestation key was revoked",
+    Reason.BAD_SIGNATURE: "its quote's signature does not verify with its AK",
+    Reason.NONCE_UNKNOWN: "its quote's nonce was never issued to it",
+    Reason.NONCE_EXPIRED: "its quote's nonce has expired",
+    Reason.NONCE_REUSED: "its quote's nonce was used before (a replayed quote)",
+    Reason.CLOCK_ROLLBACK: "its TPM clock went backwards",
+    Reason.PCR_DIGEST_MISMATCH: "its event log does not give the signed PCR digest",
     Reason.CORRUPT_LOG: "its event log cannot be read",
     Reason.MISSING_QUOTE: "its quote lacks a PCR the policy covers",
     Reason.LOG_QUOTE_MISMATCH: "its event log does not match its quote",

@@ -172,7 +172,15 @@ class AttributionTier(KnowledgeSource):
         measurement = blackboard.get_entry(key).measurement
         evidence = _evidence_for(self._context, key, measurement)
         if isinstance(evidence, EvidenceError):
-            report = bad_evidence(key, Tier.ATTRIBUTION, evidence.problem, evidence.field)
+            report = bad_evidence(
+                key,
+                Tier.ATTRIBUTION,
+                evidence.problem,
+                evidence.field,
+                evidence.reason,
+                path=evidence.path,
+                hint=evidence.hint,
+            )
             blackboard.report(key, _with_file(report, evidence))
             return
         device_class = self._context.fleet.classes[evidence.device_class]
@@ -208,6 +216,7 @@ def _evidence_for(context: _Context, key: str, measurement: Any) -> Evidence | E
             field=recorded.get("field"),
             device=key,
             hint=str(recorded.get("hint") or "fix the evidence file and run again"),
+            reason=Reason(recorded["reason"]) if recorded.get("reason") else None,
         )
     evidence = context.load(key)
     if isinstance(evidence, EvidenceError):
@@ -243,7 +252,15 @@ class VerificationTier(KnowledgeSource):
         """Verify the device ``key``'s whole log against its quote and policy."""
         evidence = _evidence_for(self._context, key, blackboard.get_entry(key).measurement)
         if isinstance(evidence, EvidenceError):
-            report = bad_evidence(key, Tier.VERIFICATION, evidence.problem, evidence.field)
+            report = bad_evidence(
+                key,
+                Tier.VERIFICATION,
+                evidence.problem,
+                evidence.field,
+                evidence.reason,
+                path=evidence.path,
+                hint=evidence.hint,
+            )
             raise AttemptError(report.title, _with_file(report, evidence))
         report = verify(evidence, self._context.fleet.classes[evidence.device_class])
         if not report.passed:
@@ -509,6 +526,8 @@ class Attestation:
                 "field": evidence.field,
                 "hint": evidence.hint,
             }
+            if evidence.reason is not None:  # absent otherwise: older boards read the same
+                problem["reason"] = evidence.reason.value
             return BlackboardEntry(
                 conditions={"evidence": EVIDENCE_LOADED}, measurement={"evidence": problem}
             )

@@ -80,6 +80,15 @@ DEFAULT_ASKS = 20
 
 CONFIDENCE: Mapping[str, float] = MappingProxyType(
     {
+        Reason.BAD_SIGNATURE.value: 0.95,
+        Reason.NONCE_REUSED.value: 0.9,
+        Reason.CLOCK_ROLLBACK.value: 0.9,
+        Reason.REVOKED_AK.value: 0.9,
+        Reason.PCR_DIGEST_MISMATCH.value: 0.85,
+        Reason.NONCE_UNKNOWN.value: 0.85,
+        Reason.UNKNOWN_AK.value: 0.7,
+        Reason.BAD_QUOTE.value: 0.6,
+        Reason.NONCE_EXPIRED.value: 0.55,
         Reason.DENIED_COMPONENT.value: 0.95,
         Reason.TAMPERED_COMPONENT.value: 0.9,
         Reason.LOG_QUOTE_MISMATCH.value: 0.85,
@@ -91,7 +100,8 @@ CONFIDENCE: Mapping[str, float] = MappingProxyType(
     }
 )
 """How sure the pack is that a person is needed, by the reason a device was escalated:
-a component nobody allowed needs a person most; a corrupt log mostly needs a re-measure."""
+a component nobody allowed (or a quote signed by another key) needs a person most; a
+corrupt log or an expired nonce mostly needs a re-measure."""
 
 _FALLBACK = (
     {"id": QUARANTINE, "label": "Quarantine the device", "recommended": True, "detail": ""},

@@ -260,6 +260,9 @@ def families(stem: str, rng: random.Random) -> list[Callable[[], Case]]:
 
 def hostile_folder(root: Path, count: int, seed: int = 10) -> list[Case]:
     save_fleet(generate_fleet(GOOD, seed=seed, mix={"clean": 0.6, "sanctioned_update": 0.4}), root)
+    # The hand-written hostile files carry no signed quotes: without the saved ledger the
+    # folder is an unsigned one, whose evidence files alone are under test here.
+    (root / "registry.json").unlink()
     (root / "logs" / "good.bin").write_bytes(golden(FEDORA))
     (root.parent / "outside.bin").write_bytes(golden(FEDORA))
     os.symlink("/etc/passwd", root / "logs" / "evil.bin")
