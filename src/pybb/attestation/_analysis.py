@@ -15,16 +15,14 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from pybb.attestation._errors import EventLogError
+from pybb.attestation._eventdata import check_event, data_mismatches, secure_boot_event
 from pybb.attestation._eventlog import BootComponent, Event, EventLog, parse_event_log
 from pybb.attestation._evidence import Evidence
 from pybb.attestation._policy import BANK_SIZES, DeviceClass, Policy
 from pybb.attestation._replay import PcrValues, iter_replay, replay
 from pybb.attestation._report import Finding, Reason, Tier, TierReport
-from pybb.attestation._types import EventType
 
 __all__ = ["Attribution", "attribute", "bad_evidence", "verify"]
-
-_DRIVER_CONFIG = int(EventType.EV_EFI_VARIABLE_DRIVER_CONFIG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +57,7 @@ def verify(evidence: Evidence, device_class: DeviceClass) -> TierReport:
     findings = [
         *mismatches,
         *_culprits(log, device_class, mismatches),
+        *_event_data(log, device_class.policy.bank),
         *_secure_boot(log, device_class),
         *_denied(log, device_class.policy),
     ]
@@ -118,6 +117,7 @@ def attribute(
     findings = [
         *_missing_quote(evidence, device_class),
         *_quote_findings(log, final, evidence),
+        *_event_data(log, device_class.policy.bank),
         *_secure_boot(log, device_class),
         *_denied(log, policy),
     ]
@@ -213,6 +213,31 @@ def _last_event(log: EventLog, pcr: int) -> Event | None:
     return None
 
 
+def _event_data(log: EventLog, policy_bank: str) -> list[Finding]:
+    """Every event whose data does not hash to its digest where the PC Client spec says so."""
+    findings = []
+    for event, check in data_mismatches(log.events):
+        bank = policy_bank if policy_bank in check.computed else next(iter(check.computed))
+        recorded = event.digests[bank].hex()
+        computed = check.computed[bank].hex()
+        findings.append(
+            Finding(
+                Reason.EVENT_DATA_MISMATCH,
+                f"its data does not hash to its digest ({check.rule} rule): the log "
+                f"records {bank} {recorded[:16]}…, its data hashes to {computed[:16]}…; "
+                "the data was changed after it was measured",
+                pcr=event.pcr_index,
+                event=event.index,
+                event_type=event.type_name,
+                description=event.description,
+                bank=bank,
+                expected=recorded,
+                found=computed,
+            )
+        )
+    return findings
+
+
 def _secure_boot(log: EventLog, device_class: DeviceClass) -> list[Finding]:
     policy = device_class.policy
     if not policy.secure_boot_required:
@@ -220,35 +245,27 @@ def _secure_boot(log: EventLog, device_class: DeviceClass) -> list[Finding]:
     state = log.secure_boot
     if state is True:
         return []
-    event = _secure_boot_event(log)
-    if event is None:
+    found = secure_boot_event(log.events)
+    if found is None:
         return [
             Finding(
                 Reason.SECURE_BOOT_OFF,
-                "the log does not measure the SecureBoot variable; the policy requires "
-                "Secure Boot on",
+                "the log does not measure the SecureBoot variable in PCR 7; the policy "
+                "requires Secure Boot on",
             )
         ]
+    event = found[0]
     expected = next(
         (c for c in device_class.components(event.pcr_index) if c.label.startswith("SecureBoot")),
         None,
     )
-    return [
-        _event_finding(
-            Reason.SECURE_BOOT_OFF,
-            "the log measured Secure Boot off; the policy requires it on",
-            event,
-            policy.bank,
-            expected,
-        )
-    ]
-
-
-def _secure_boot_event(log: EventLog) -> Event | None:
-    for event in log.events:
-        if event.event_type == _DRIVER_CONFIG and event.label.startswith("SecureBoot "):
-            return event
-    return None
+    message = (
+        "the log measured Secure Boot off; the policy requires it on"
+        if check_event(event).verified
+        else "the SecureBoot variable's data does not match its digest, so Secure Boot "
+        "cannot be shown on; the policy requires it on"
+    )
+    return [_event_finding(Reason.SECURE_BOOT_OFF, message, event, policy.bank, expected)]
 
 
 def _denied(log: EventLog, policy: Policy) -> list[Finding]:

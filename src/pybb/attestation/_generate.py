@@ -15,12 +15,17 @@ kind                          what was done, and where it should land
 ``sanctioned_update``         a component replaced by an allowed update: repaired
 ``tampered_component``        a component's digest replaced by an unknown one (or
                               by a denied one): escalated, ``tampered_component``
-                              (``denied_component``) by the attribution tier
+                              (``denied_component``) by the attribution tier; when
+                              the digest was the hash of the event data (an action,
+                              a variable), ``event_data_mismatch``
 ``log_quote_mismatch``        a log event edited under a clean quote (caught by the
                               verification tier), or a quoted PCR forged under a
                               clean log (caught by attribution)
 ``secure_boot_off``           the SecureBoot variable measured as 0 (classes that
                               require Secure Boot): escalated by attribution
+``forged_secure_boot``        measured as 0, then its data edited back to 1 with the
+                              digests untouched (the quote is honest): escalated,
+                              ``event_data_mismatch``
 ``corrupt_log``               truncated, emptied, an absurd eventSize or PCR
                               index, an unknown algorithm id: escalated, naming
                               the event number and byte offset
@@ -40,6 +45,7 @@ from functools import cache
 from importlib import resources
 from types import MappingProxyType
 
+from pybb.attestation._eventdata import check_event
 from pybb.attestation._eventlog import Event, EventLog, LogFormat, parse_event_log
 from pybb.attestation._evidence import Evidence
 from pybb.attestation._fleet import Fleet, _fingerprint
@@ -57,17 +63,19 @@ TRUTH_KINDS = (
     "log_quote_mismatch",
     "secure_boot_off",
     "corrupt_log",
+    "forged_secure_boot",
 )
 """The ground-truth kinds the generator makes."""
 
 DEFAULT_MIX: Mapping[str, float] = MappingProxyType(
     {
-        "clean": 0.40,
+        "clean": 0.34,
         "sanctioned_update": 0.15,
         "tampered_component": 0.15,
         "log_quote_mismatch": 0.10,
         "secure_boot_off": 0.10,
         "corrupt_log": 0.10,
+        "forged_secure_boot": 0.06,
     }
 )
 """The default share of each kind."""
@@ -89,10 +97,13 @@ _UPDATABLE = frozenset(
         EventType.EV_EFI_PLATFORM_FIRMWARE_BLOB,
         EventType.EV_EFI_PLATFORM_FIRMWARE_BLOB2,
         EventType.EV_POST_CODE,
-        EventType.EV_S_CRTM_VERSION,
         EventType.EV_S_CRTM_CONTENTS,
     )
 )
+"""Events whose digest is of code the log does not carry: a new digest alone is an update.
+
+(EV_S_CRTM_VERSION is not among them: its digest is the hash of its data, so a new
+version changes the data, which a digest-only mutation cannot make true.)"""
 _UPDATES = 2
 _REVOKED = 2
 _CORRUPTIONS = ("truncated", "empty", "event_size", "pcr_index", "algorithm")
@@ -264,13 +275,14 @@ def _specs(
     rng = random.Random(seed)
     names = sorted(bases)
     secure = [name for name in names if bases[name].device_class.policy.secure_boot_required]
-    kinds = [k for k in TRUTH_KINDS if shares.get(k, 0) > 0 and (k != "secure_boot_off" or secure)]
+    needs_secure = ("secure_boot_off", "forged_secure_boot")
+    kinds = [k for k in TRUTH_KINDS if shares.get(k, 0) > 0 and (k not in needs_secure or secure)]
     weights = [shares[k] for k in kinds]
     width = max(5, len(str(max(n - 1, 0))))
     specs = []
     for i in range(n):
         kind = rng.choices(kinds, weights)[0]
-        base = rng.choice(secure if kind == "secure_boot_off" else names)
+        base = rng.choice(secure if kind in needs_secure else names)
         specs.append(_Spec(f"dev-{i:0{width}d}", base, kind))
     return specs
 
@@ -317,6 +329,8 @@ def _tampered(base: _Base, rng: random.Random) -> _Made:
         event = rng.choice(candidates)
         digests = {bank: rng.randbytes(len(d)) for bank, d in event.digests.items()}
         reason, what = Reason.TAMPERED_COMPONENT, "an unknown digest"
+        if check_event(event).verified:  # the digest no longer hashes its data: a lie
+            reason = Reason.EVENT_DATA_MISMATCH
     log, quote = _with_digests(base, event, digests)
     detail = f"event {event.index} ({event.type_name}, PCR {event.pcr_index}) -> {what}"
     return log, quote, GroundTruth("tampered_component", DeviceOutcome.ESCALATED, reason, detail)
@@ -348,6 +362,14 @@ def _mismatch(base: _Base, rng: random.Random) -> _Made:
 
 
 def _secure_boot_off(base: _Base, rng: random.Random) -> _Made:
+    patched, quote, event = _measured_off(base)
+    detail = f"SecureBoot variable (event {event.index}) measured as 0"
+    truth = GroundTruth("secure_boot_off", DeviceOutcome.ESCALATED, Reason.SECURE_BOOT_OFF, detail)
+    return patched, quote, truth
+
+
+def _measured_off(base: _Base) -> tuple[bytes, PcrValues, Event]:
+    """The log of the golden machine booted with Secure Boot off, and its quote."""
     event = base.secure_boot
     assert event is not None
     data = event.data[:-1] + b"\x00"
@@ -360,9 +382,20 @@ def _secure_boot_off(base: _Base, rng: random.Random) -> _Made:
     data_at = _data_offset(base.log, event)
     log[data_at + len(data) - 1] = 0
     patched, quote = _with_digests(base, replace(event, data=data), digests, data=bytes(log))
-    detail = f"SecureBoot variable (event {event.index}) measured as 0"
-    truth = GroundTruth("secure_boot_off", DeviceOutcome.ESCALATED, Reason.SECURE_BOOT_OFF, detail)
-    return patched, quote, truth
+    return patched, quote, event
+
+
+def _forged_secure_boot(base: _Base, rng: random.Random) -> _Made:
+    # The machine booted with Secure Boot off (its TPM extended the digest of a 0);
+    # the log it sends says 1 over that digest. Only the event data betrays it.
+    patched, quote, event = _measured_off(base)
+    log = bytearray(patched)
+    log[_data_offset(base.log, event) + len(event.data) - 1] = 1
+    detail = f"SecureBoot variable (event {event.index}) measured as 0, its data forged to 1"
+    truth = GroundTruth(
+        "forged_secure_boot", DeviceOutcome.ESCALATED, Reason.EVENT_DATA_MISMATCH, detail
+    )
+    return bytes(log), quote, truth
 
 
 def _corrupt(base: _Base, rng: random.Random) -> _Made:
@@ -400,6 +433,7 @@ _MAKERS = {
     "log_quote_mismatch": _mismatch,
     "secure_boot_off": _secure_boot_off,
     "corrupt_log": _corrupt,
+    "forged_secure_boot": _forged_secure_boot,
 }
 
 

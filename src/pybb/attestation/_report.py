@@ -59,6 +59,8 @@ class Reason(enum.StrEnum):
     """The quote lacks a value for a PCR the policy covers."""
     LOG_QUOTE_MISMATCH = "log_quote_mismatch"
     """Replaying the log does not give the quoted value."""
+    EVENT_DATA_MISMATCH = "event_data_mismatch"
+    """An event's data does not hash to its digest where the PC Client spec says it must."""
     SECURE_BOOT_OFF = "secure_boot_off"
     """The policy requires Secure Boot and the log measured it off (or not at all)."""
     DENIED_COMPONENT = "denied_component"
@@ -321,6 +323,7 @@ _TITLES = {
     Reason.CORRUPT_LOG: "its event log cannot be read",
     Reason.MISSING_QUOTE: "its quote lacks a PCR the policy covers",
     Reason.LOG_QUOTE_MISMATCH: "its event log does not match its quote",
+    Reason.EVENT_DATA_MISMATCH: "its event log holds data its digests do not vouch for",
     Reason.SECURE_BOOT_OFF: "Secure Boot is off but the policy requires it",
     Reason.DENIED_COMPONENT: "it booted a component on the denylist",
     Reason.TAMPERED_COMPONENT: "a boot component differs and its digest is not allowed",
