@@ -71,6 +71,7 @@ from pybb.attestation._report import (
     Tier,
     TierReport,
 )
+from pybb.attestation._slots import Allowlist, Slot
 from pybb.attestation._tree import (
     ALLOWLIST,
     Attestation,
@@ -88,6 +89,7 @@ __all__ = [
     "MAX_LOG_FILE_SIZE",
     "MAX_PCR_INDEX",
     "TRUTH_KINDS",
+    "Allowlist",
     "Attestation",
     "AttributionTier",
     "BootComponent",
@@ -116,6 +118,7 @@ __all__ = [
     "Reason",
     "ReplayStep",
     "Replayer",
+    "Slot",
     "SpecIdEvent",
     "Tier",
     "TierReport",

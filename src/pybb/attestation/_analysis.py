@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from typing import Any
 
 from pybb.attestation._errors import EventLogError
 from pybb.attestation._eventdata import check_event, data_mismatches, secure_boot_event
@@ -21,6 +22,7 @@ from pybb.attestation._evidence import Evidence
 from pybb.attestation._policy import BANK_SIZES, DeviceClass, Policy
 from pybb.attestation._replay import PcrValues, iter_replay, replay
 from pybb.attestation._report import Finding, Reason, Tier, TierReport
+from pybb.attestation._slots import Allowlist
 
 __all__ = ["Attribution", "attribute", "bad_evidence", "verify"]
 
@@ -94,7 +96,7 @@ def attribute(
     evidence: Evidence,
     device_class: DeviceClass,
     failing: Iterable[int],
-    allowed: Mapping[int, frozenset[bytes]] | None = None,
+    allowed: Mapping[Any, Iterable[bytes]] | None = None,
 ) -> Attribution:
     """The attribution tier: name what differs in the failing PCRs; repair what policy allows.
 
@@ -102,8 +104,9 @@ def attribute(
         evidence: The device's evidence.
         device_class: Its class.
         failing: The covered PCRs whose quoted value differs from the reference.
-        allowed: The allowlist per PCR (default: the class policy's); the board's
-            allowlist premise, extended by people, is passed here.
+        allowed: The class's :class:`Allowlist` (default: the class policy's); the
+            board's allowlist premise, extended by people, is passed here. Each digest
+            is sanctioned only in its slot (PCR, event type, label).
     """
     tier = Tier.ATTRIBUTION
     policy = device_class.policy
@@ -122,7 +125,10 @@ def attribute(
         *_denied(log, policy),
     ]
     explained = {f.event for f in findings if f.event is not None}
-    allowlist = policy.allowed if allowed is None else allowed
+    if allowed is None:
+        allowlist = policy.allowed
+    else:
+        allowlist = allowed if isinstance(allowed, Allowlist) else Allowlist(allowed)
     repairs: dict[int, tuple[str, tuple[Finding, ...]]] = {}
     for pcr in sorted(set(failing)):
         quoted = evidence.quote.get(policy.bank, {}).get(pcr)
@@ -324,6 +330,7 @@ def _event_finding(
         event=event.index,
         event_type=event.type_name,
         description=event.description,
+        label=event.label,
         bank=bank,
         expected=None if expected is None else expected.digests[bank].hex(),
         found=None if digest is None else digest.hex(),
@@ -338,7 +345,7 @@ def _pcr_findings(
     pcr: int,
     events: Sequence[Event],
     explained: set[int],
-    allowed: Mapping[int, frozenset[bytes]],
+    allowed: Allowlist,
 ) -> tuple[list[Finding], bool]:
     """What differs between a PCR's events and the manifest, each judged by policy.
 
@@ -347,14 +354,16 @@ def _pcr_findings(
         and whether anything differed at all.
     """
     bank = device_class.policy.bank
-    allow = allowed.get(pcr, frozenset())
-    differences = _differences(device_class.components(pcr), events, bank)
+    manifest = device_class.components(pcr)
+    types = frozenset(c.type_name for c in manifest)
+    differences = _differences(manifest, events, bank)
     findings = []
     for expected, event in differences:
         if event is None:
             assert expected is not None
             findings.append(_missing_component(expected, bank))
         elif event.index not in explained:
+            allow = allowed.allowed_at(pcr, event.type_name, event.label, types)
             findings.append(_judge(event, expected, bank, allow))
     return findings, bool(differences)
 
@@ -400,10 +409,11 @@ def _judge(
 ) -> Finding:
     digest = event.digests.get(bank)
     what = "differs from the manifest" if expected is not None else "is not in the manifest"
+    place = f"{event.type_name} in PCR {event.pcr_index}"
     if digest is not None and digest in allow:
-        message = f"{what}; its digest is allowed for PCR {event.pcr_index}: a sanctioned update"
+        message = f"{what}; its digest is allowed for {place}: a sanctioned update"
         return _event_finding(Reason.SANCTIONED_UPDATE, message, event, bank, expected)
-    message = f"{what} and its digest is not allowed for PCR {event.pcr_index}"
+    message = f"{what} and its digest is not allowed for {place}"
     return _event_finding(Reason.TAMPERED_COMPONENT, message, event, bank, expected)
 
 

@@ -52,6 +52,7 @@ from pybb.attestation._fleet import Fleet, _fingerprint
 from pybb.attestation._policy import BANK_SIZES, DeviceClass
 from pybb.attestation._replay import PcrValues, Replayer, replay
 from pybb.attestation._report import DeviceOutcome, GroundTruth, Reason
+from pybb.attestation._slots import Slot
 from pybb.attestation._types import EventType, hash_constructor
 
 __all__ = ["DEFAULT_MIX", "TRUTH_KINDS", "builtin_classes", "builtin_logs", "generate_fleet"]
@@ -173,10 +174,11 @@ def _enroll(name: str, data: bytes) -> _Base:
     )
     base = _Base(name, data, log, replay(log), plain, updatable, measured, sb_event)
     bank = plain.policy.bank
-    allowed: dict[int, set[bytes]] = {}
+    allowed: dict[Slot, set[bytes]] = {}
     for event in updatable:
+        slot = Slot(event.pcr_index, event.type_name, event.label)  # sanctioned there only
         for k in range(_UPDATES):
-            allowed.setdefault(event.pcr_index, set()).add(base.update(event, k)[bank])
+            allowed.setdefault(slot, set()).add(base.update(event, k)[bank])
     denied = {base.revoked(e, 0)[bank] for e in updatable[:_REVOKED]}
     device_class = DeviceClass.from_log(name, log, allowed=allowed, denied=denied)
     return replace(base, device_class=device_class)

@@ -103,6 +103,7 @@ class Finding:
         offset: The byte offset in the log (for a log that cannot be parsed).
         event_type: The TCG event type name.
         description: What the event measured, decoded for a person.
+        label: The stable name of what it measured (the allowlist slot's label).
         bank: The bank of ``expected`` and ``found``.
         expected: The expected digest or PCR value, in hex.
         found: The digest or PCR value found, in hex.
@@ -115,6 +116,7 @@ class Finding:
     offset: int | None = None
     event_type: str | None = None
     description: str | None = None
+    label: str | None = None
     bank: str | None = None
     expected: str | None = None
     found: str | None = None
@@ -163,6 +165,7 @@ _FINDING_FIELDS = (
     "offset",
     "event_type",
     "description",
+    "label",
     "bank",
     "expected",
     "found",
@@ -237,8 +240,12 @@ class TierReport:
         return "\n".join(lines)
 
     def allowlist_candidates(self) -> tuple[dict[str, Any], ...]:
-        """The digests a person could accept into the class allowlist (tampered ones)."""
-        seen: dict[tuple[int, str], dict[str, Any]] = {}
+        """The digests a person could accept into the class allowlist (tampered ones).
+
+        Each names its slot: the PCR, the event type and the component's label, so
+        accepting it sanctions the digest there and nowhere else.
+        """
+        seen: dict[tuple[int, str, str | None, str | None], dict[str, Any]] = {}
         for finding in self.findings:
             if (
                 finding.reason is Reason.TAMPERED_COMPONENT
@@ -247,10 +254,12 @@ class TierReport:
                 and finding.event is not None
             ):
                 seen.setdefault(
-                    (finding.pcr, finding.found),
+                    (finding.pcr, finding.found, finding.event_type, finding.label),
                     {
                         "class": self.device_class,
                         "pcr": finding.pcr,
+                        "event_type": finding.event_type,
+                        "label": finding.label,
                         "bank": finding.bank,
                         "digest": finding.found,
                     },
