@@ -130,6 +130,9 @@ def register(subparsers: Any) -> None:
         help="print an inbox token for this person (repeatable; default: operator)",
     )
     parser.set_defaults(handler=run_attest)
+    from pybb.attestation._policy_command import hook  # policy, show
+
+    hook(parser)
 
 
 def run_attest(args: argparse.Namespace) -> int:
