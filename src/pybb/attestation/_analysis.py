@@ -11,7 +11,7 @@ sources in ``_tree`` put their conclusions there.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -363,8 +363,10 @@ def _pcr_findings(
             assert expected is not None
             findings.append(_missing_component(expected, bank))
         elif event.index not in explained:
-            allow = allowed.allowed_at(pcr, event.type_name, event.label, types)
-            findings.append(_judge(event, expected, bank, allow))
+            kind, label = _place(event, expected)
+            # no label ("") is one only slots naming no label admit
+            allow = allowed.allowed_at(pcr, kind, label or "", types)
+            findings.append(_judge(event, expected, bank, allow, kind, label))
     return findings, bool(differences)
 
 
@@ -404,17 +406,41 @@ def _differences(
     return pairs
 
 
+def _place(event: Event, expected: BootComponent | None) -> tuple[str, str | None]:
+    """The slot an event stands in: ``(event type, label)`` as far as they can be believed.
+
+    Neither an event's type nor, unless its data verifies against its digest, its data
+    is vouched for by the PCRs: a log can relabel a boot image or retype an S-CRTM
+    version event at will. So an event aligned with a manifest component stands in
+    that component's place (its type, and its label unless the event's own data
+    verifies, as a UEFI variable's does); an event the manifest lacks keeps its claimed
+    type, and its label only if its data verifies (``None``: only slots naming no label
+    can sanction it).
+    """
+    verified = check_event(event).verified
+    if expected is not None:
+        return expected.type_name, event.label if verified else expected.label
+    return event.type_name, event.label if verified else None
+
+
 def _judge(
-    event: Event, expected: BootComponent | None, bank: str, allow: frozenset[bytes]
+    event: Event,
+    expected: BootComponent | None,
+    bank: str,
+    allow: frozenset[bytes],
+    kind: str,
+    label: str | None,
 ) -> Finding:
     digest = event.digests.get(bank)
     what = "differs from the manifest" if expected is not None else "is not in the manifest"
-    place = f"{event.type_name} in PCR {event.pcr_index}"
+    place = f"{kind} in PCR {event.pcr_index}"
     if digest is not None and digest in allow:
         message = f"{what}; its digest is allowed for {place}: a sanctioned update"
-        return _event_finding(Reason.SANCTIONED_UPDATE, message, event, bank, expected)
-    message = f"{what} and its digest is not allowed for {place}"
-    return _event_finding(Reason.TAMPERED_COMPONENT, message, event, bank, expected)
+        found = _event_finding(Reason.SANCTIONED_UPDATE, message, event, bank, expected)
+    else:
+        message = f"{what} and its digest is not allowed for {place}"
+        found = _event_finding(Reason.TAMPERED_COMPONENT, message, event, bank, expected)
+    return replace(found, label=label)
 
 
 def _missing_component(expected: BootComponent, bank: str) -> Finding:

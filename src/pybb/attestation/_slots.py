@@ -16,6 +16,10 @@ kind of event the golden machine never measured into PCR 0; and wherever the dig
 is the hash of the event data (an S-CRTM version, a variable), the data check
 (``event_data_mismatch``) refuses a digest that is not the hash of the data, whatever
 the allowlist says.
+
+Judging an event, the tiers take its place from the manifest position it aligns with
+(``_analysis._place``): a log can rewrite an event's type, and any data its digest does
+not cover, so those say nothing about where the event stands.
 """
 
 from __future__ import annotations

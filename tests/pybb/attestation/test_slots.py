@@ -211,3 +211,25 @@ def test_an_accepted_digest_is_bound_to_its_slot_on_the_board() -> None:
         (DeviceOutcome.ESCALATED, Reason.TAMPERED_COMPONENT),
     ]
     assert parse_event_log(golden(FEDORA)).events[2].label == first.label
+
+
+def test_a_relabelled_or_retyped_event_stands_in_its_manifest_place() -> None:
+    """The type, and unverified data, are not vouched for: a log cannot move a digest."""
+    first, second = event(FEDORA, 2), event(FEDORA, 3)
+    update = hashlib.sha256(UPDATE).digest()
+    fedora = DeviceClass.from_log(
+        "fedora", golden(FEDORA), allowed={Slot(0, BLOB, first.label): [update]}
+    )
+    # the second blob claims the first blob's address (its data is not hashed) ...
+    log = with_digests(golden(FEDORA), second, UPDATE)
+    at = second.offset + 12 + 2 + 32 + 4
+    relabelled = log[:at] + first.data + log[at + len(first.data) :]
+    assert parse_event_log(relabelled).events[3].label == first.label
+    assert landed(fedora, relabelled) == (DeviceOutcome.ESCALATED, Reason.TAMPERED_COMPONENT)
+    # ... and the S-CRTM version event claims to be a firmware blob (no data check then)
+    crtm = event(FEDORA, 1)
+    bound = DeviceClass.from_log("fedora", golden(FEDORA), allowed={Slot(0, BLOB): [update]})
+    log = with_digests(golden(FEDORA), crtm, UPDATE)
+    retyped = log[: crtm.offset + 4] + (0x80000008).to_bytes(4, "little") + log[crtm.offset + 8 :]
+    assert parse_event_log(retyped).events[1].type_name == BLOB
+    assert landed(bound, retyped) == (DeviceOutcome.ESCALATED, Reason.TAMPERED_COMPONENT)
