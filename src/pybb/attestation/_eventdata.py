@@ -2,7 +2,7 @@
 
 A PCR vouches for digests, never for the event data beside them: a log whose
 ``SecureBoot`` data says 1 over the digest of a 0 replays to the very same PCRs. So
-wherever the TCG PC Client Platform Firmware Profile (PFP 1.06 §10.4) makes an event's
+wherever the TCG PC Client Platform Firmware Profile (PFP 1.06, its table of event types) makes an event's
 digest the hash of its event data, this module hashes the data in every bank the event
 carries and compares. An event is then one of:
 
@@ -34,8 +34,9 @@ EV_IPL in PCR 8, GRUB             the command after its ``grub_cmd: ``/``kernel_
                                   ``module_cmdline: `` prefix (or the older ``grub_cmd ``,
                                   ``grub_kernel_cmdline ``), without or with its NUL
 EV_IPL in PCR 8 or 12, UTF-16     the UTF-16 command line systemd-boot measured: the data,
-                                  or the data with the NUL that systemd-boot before v251
-                                  left out of the event (its eventSize is one byte short)
+                                  or the data with the NUL that older systemd-boot (the one
+                                  measuring into PCR 8) left out of the event: its
+                                  eventSize is one byte short
 ================================  ==========================================================
 
 Not checked, because the digest is not of the data: EV_POST_CODE(2), EV_S_CRTM_CONTENTS,
