@@ -2,9 +2,9 @@
 
 A PCR vouches for digests, never for the event data beside them: a log whose
 ``SecureBoot`` data says 1 over the digest of a 0 replays to the very same PCRs. So
-wherever the TCG PC Client Platform Firmware Profile (PFP 1.06, its table of event types) makes an event's
-digest the hash of its event data, this module hashes the data in every bank the event
-carries and compares. An event is then one of:
+wherever the TCG PC Client Platform Firmware Profile (PFP 1.06, its event types) makes
+an event's digest the hash of its event data, this module hashes the data in every bank
+the event carries and compares. An event is then one of:
 
 * ``verified``: the digest is the hash of the data, under the rule named in
   :attr:`DataCheck.rule` (a documented firmware quirk counts, see below);

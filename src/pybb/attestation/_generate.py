@@ -15,9 +15,9 @@ kind                          what was done, and where it should land
 ``sanctioned_update``         a component replaced by an allowed update: repaired
 ``tampered_component``        a component's digest replaced by an unknown one (or
                               by a denied one): escalated, ``tampered_component``
-                              (``denied_component``) by the attribution tier; when
-                              the digest was the hash of the event data (an action,
-                              a variable), ``event_data_mismatch``
+                              (``denied_component``) by the attribution tier; the
+                              component is one whose digest is of code, not of its
+                              event data
 ``log_quote_mismatch``        a log event edited under a clean quote (caught by the
                               verification tier), or a quoted PCR forged under a
                               clean log (caught by attribution)
@@ -323,12 +323,15 @@ def _tampered(base: _Base, rng: random.Random) -> _Made:
         digests = base.revoked(event, 0)
         reason, what = Reason.DENIED_COMPONENT, "a revoked (denied) version"
     else:
-        candidates = [
+        # A replaced component is code (an image, a firmware volume) whose digest is not
+        # of the event data; forging the digest of a variable or a command is a lie about
+        # the data instead, which forged_secure_boot plays.
+        anything = [
             e
             for e in base.measured
             if e is not base.secure_boot and e.event_type != EventType.EV_SEPARATOR
         ]
-        event = rng.choice(candidates)
+        event = rng.choice([e for e in anything if not check_event(e).verified] or anything)
         digests = {bank: rng.randbytes(len(d)) for bank, d in event.digests.items()}
         reason, what = Reason.TAMPERED_COMPONENT, "an unknown digest"
         if check_event(event).verified:  # the digest no longer hashes its data: a lie
