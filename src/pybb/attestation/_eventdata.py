@@ -149,12 +149,17 @@ def secure_boot_event(events: Iterable[Event]) -> tuple[Event, _efi.Variable] | 
     """The event that decides Secure Boot: the first ``SecureBoot`` variable in PCR 7.
 
     The PFP measures ``SecureBoot`` (EFI global GUID) as ``EV_EFI_VARIABLE_DRIVER_CONFIG``
-    into PCR 7; one found elsewhere is ignored, since software after the firmware can
-    extend other PCRs with whatever it likes. Whether its data may be believed is
-    :func:`check_event`'s answer.
+    into PCR 7 before PCR 7's separator. One found in another PCR, or after that
+    separator, is ignored: software after the firmware can extend PCRs with whatever it
+    likes (go-attestation refuses variables after the separator too). Whether its data
+    may be believed is :func:`check_event`'s answer.
     """
     for event in events:
-        if event.pcr_index != 7 or event.event_type != EventType.EV_EFI_VARIABLE_DRIVER_CONFIG:
+        if event.pcr_index != 7:
+            continue
+        if event.event_type == EventType.EV_SEPARATOR:
+            return None
+        if event.event_type != EventType.EV_EFI_VARIABLE_DRIVER_CONFIG:
             continue
         try:
             variable = _efi.parse_variable(event.data)

@@ -182,6 +182,20 @@ def test_a_secure_boot_variable_outside_pcr7_decides_nothing(kit: ModuleType) ->
     assert parse_event_log(log).secure_boot is False
 
 
+def test_a_secure_boot_variable_after_the_pcr7_separator_decides_nothing(
+    kit: ModuleType,
+) -> None:
+    # a firmware that measured no SecureBoot, then software extending PCR 7 with one
+    builder = kit.LogBuilder()
+    on = kit.variable_data(kit.EFI_GLOBAL_GUID, "SecureBoot", b"\x01")
+    log = builder.build(
+        builder.event(7, 0x04, bytes(4)),
+        builder.event(7, kit.EV_EFI_VARIABLE_DRIVER_CONFIG, on),
+    )
+    assert parse_event_log(log).secure_boot is None
+    assert parse_event_log(builder.build(builder.event(7, 0x80000001, on))).secure_boot is True
+
+
 def test_the_first_pcr7_secure_boot_variable_decides_even_when_forged(kit: ModuleType) -> None:
     builder = kit.LogBuilder()
     on = kit.variable_data(kit.EFI_GLOBAL_GUID, "SecureBoot", b"\x01")
