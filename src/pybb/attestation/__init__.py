@@ -20,7 +20,8 @@ The event-log layer the tiers build on::
 
     log = read_event_log("/sys/kernel/security/tpm0/binary_bios_measurements")
     pcrs = replay(log)              # {"sha256": {0: b"...", 7: b"..."}, ...}
-    log.secure_boot                 # True / False / None (not measured)
+    log.secure_boot                 # True / False / None (not measured, or forged)
+    check_event(log.events[5])      # does the data hash to the digest? (DataCheck)
     for event in log.events:
         print(event.index, event.pcr_index, event.type_name, event.description)
 
@@ -35,6 +36,7 @@ EFI structures never raise.
 
 from pybb.attestation._devicepath import device_path_to_text
 from pybb.attestation._errors import EventLogError, TruncatedLogError, UnknownAlgorithmError
+from pybb.attestation._eventdata import DataCheck, DataStatus, check_event
 from pybb.attestation._eventlog import (
     MAX_LOG_FILE_SIZE,
     MAX_PCR_INDEX,
@@ -72,6 +74,7 @@ from pybb.attestation._report import (
     Tier,
     TierReport,
 )
+from pybb.attestation._slots import Allowlist, Slot
 from pybb.attestation._tpm import (
     TpmFormatError,
     TpmsAttest,
@@ -100,10 +103,13 @@ __all__ = [
     "NONCE_TTL",
     "REGISTRY_BOARD",
     "TRUTH_KINDS",
+    "Allowlist",
     "Attestation",
     "AttestationKey",
     "AttributionTier",
     "BootComponent",
+    "DataCheck",
+    "DataStatus",
     "DeviceClass",
     "DeviceOutcome",
     "DeviceResult",
@@ -130,6 +136,7 @@ __all__ = [
     "Registry",
     "ReplayStep",
     "Replayer",
+    "Slot",
     "SpecIdEvent",
     "Tier",
     "TierReport",
@@ -142,6 +149,7 @@ __all__ = [
     "accept_digest",
     "builtin_classes",
     "builtin_logs",
+    "check_event",
     "device_path_to_text",
     "event_type_name",
     "generate_fleet",

@@ -11,20 +11,20 @@ sources in ``_tree`` put their conclusions there.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
+from typing import Any
 
 from pybb.attestation._errors import EventLogError
+from pybb.attestation._eventdata import check_event, data_mismatches, secure_boot_event
 from pybb.attestation._eventlog import BootComponent, Event, EventLog, parse_event_log
 from pybb.attestation._evidence import Evidence
 from pybb.attestation._policy import BANK_SIZES, DeviceClass, Policy
 from pybb.attestation._replay import PcrValues, iter_replay, replay
 from pybb.attestation._report import Finding, Reason, Tier, TierReport
-from pybb.attestation._types import EventType
+from pybb.attestation._slots import Allowlist
 
 __all__ = ["Attribution", "attribute", "bad_evidence", "verify"]
-
-_DRIVER_CONFIG = int(EventType.EV_EFI_VARIABLE_DRIVER_CONFIG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,7 @@ def verify(
     findings = [
         *mismatches,
         *_culprits(log, device_class, mismatches),
+        *_event_data(log, device_class.policy.bank),
         *_secure_boot(log, device_class),
         *_denied(log, device_class.policy),
     ]
@@ -117,7 +118,7 @@ def attribute(
     evidence: Evidence,
     device_class: DeviceClass,
     failing: Iterable[int],
-    allowed: Mapping[int, frozenset[bytes]] | None = None,
+    allowed: Mapping[Any, Iterable[bytes]] | None = None,
 ) -> Attribution:
     """The attribution tier: name what differs in the failing PCRs; repair what policy allows.
 
@@ -125,8 +126,9 @@ def attribute(
         evidence: The device's evidence.
         device_class: Its class.
         failing: The covered PCRs whose quoted value differs from the reference.
-        allowed: The allowlist per PCR (default: the class policy's); the board's
-            allowlist premise, extended by people, is passed here.
+        allowed: The class's :class:`Allowlist` (default: the class policy's); the
+            board's allowlist premise, extended by people, is passed here. Each digest
+            is sanctioned only in its slot (PCR, event type, label).
     """
     tier = Tier.ATTRIBUTION
     policy = device_class.policy
@@ -140,11 +142,15 @@ def attribute(
     findings = [
         *_missing_quote(evidence, device_class),
         *_quote_findings(log, final, evidence),
+        *_event_data(log, device_class.policy.bank),
         *_secure_boot(log, device_class),
         *_denied(log, policy),
     ]
     explained = {f.event for f in findings if f.event is not None}
-    allowlist = policy.allowed if allowed is None else allowed
+    if allowed is None:
+        allowlist = policy.allowed
+    else:
+        allowlist = allowed if isinstance(allowed, Allowlist) else Allowlist(allowed)
     repairs: dict[int, tuple[str, tuple[Finding, ...]]] = {}
     for pcr in sorted(set(failing)):
         quoted = evidence.quote.get(policy.bank, {}).get(pcr)
@@ -235,6 +241,31 @@ def _last_event(log: EventLog, pcr: int) -> Event | None:
     return None
 
 
+def _event_data(log: EventLog, policy_bank: str) -> list[Finding]:
+    """Every event whose data does not hash to its digest where the PC Client spec says so."""
+    findings = []
+    for event, check in data_mismatches(log.events):
+        bank = policy_bank if policy_bank in check.computed else next(iter(check.computed))
+        recorded = event.digests[bank].hex()
+        computed = check.computed[bank].hex()
+        findings.append(
+            Finding(
+                Reason.EVENT_DATA_MISMATCH,
+                f"its data does not hash to its digest ({check.rule} rule): the log "
+                f"records {bank} {recorded[:16]}…, its data hashes to {computed[:16]}…; "
+                "the data was changed after it was measured",
+                pcr=event.pcr_index,
+                event=event.index,
+                event_type=event.type_name,
+                description=event.description,
+                bank=bank,
+                expected=recorded,
+                found=computed,
+            )
+        )
+    return findings
+
+
 def _secure_boot(log: EventLog, device_class: DeviceClass) -> list[Finding]:
     policy = device_class.policy
     if not policy.secure_boot_required:
@@ -242,35 +273,27 @@ def _secure_boot(log: EventLog, device_class: DeviceClass) -> list[Finding]:
     state = log.secure_boot
     if state is True:
         return []
-    event = _secure_boot_event(log)
-    if event is None:
+    found = secure_boot_event(log.events)
+    if found is None:
         return [
             Finding(
                 Reason.SECURE_BOOT_OFF,
-                "the log does not measure the SecureBoot variable; the policy requires "
-                "Secure Boot on",
+                "the log does not measure the SecureBoot variable in PCR 7; the policy "
+                "requires Secure Boot on",
             )
         ]
+    event = found[0]
     expected = next(
         (c for c in device_class.components(event.pcr_index) if c.label.startswith("SecureBoot")),
         None,
     )
-    return [
-        _event_finding(
-            Reason.SECURE_BOOT_OFF,
-            "the log measured Secure Boot off; the policy requires it on",
-            event,
-            policy.bank,
-            expected,
-        )
-    ]
-
-
-def _secure_boot_event(log: EventLog) -> Event | None:
-    for event in log.events:
-        if event.event_type == _DRIVER_CONFIG and event.label.startswith("SecureBoot "):
-            return event
-    return None
+    message = (
+        "the log measured Secure Boot off; the policy requires it on"
+        if check_event(event).verified
+        else "the SecureBoot variable's data does not match its digest, so Secure Boot "
+        "cannot be shown on; the policy requires it on"
+    )
+    return [_event_finding(Reason.SECURE_BOOT_OFF, message, event, policy.bank, expected)]
 
 
 def _denied(log: EventLog, policy: Policy) -> list[Finding]:
@@ -329,6 +352,7 @@ def _event_finding(
         event=event.index,
         event_type=event.type_name,
         description=event.description,
+        label=event.label,
         bank=bank,
         expected=None if expected is None else expected.digests[bank].hex(),
         found=None if digest is None else digest.hex(),
@@ -343,7 +367,7 @@ def _pcr_findings(
     pcr: int,
     events: Sequence[Event],
     explained: set[int],
-    allowed: Mapping[int, frozenset[bytes]],
+    allowed: Allowlist,
 ) -> tuple[list[Finding], bool]:
     """What differs between a PCR's events and the manifest, each judged by policy.
 
@@ -352,15 +376,19 @@ def _pcr_findings(
         and whether anything differed at all.
     """
     bank = device_class.policy.bank
-    allow = allowed.get(pcr, frozenset())
-    differences = _differences(device_class.components(pcr), events, bank)
+    manifest = device_class.components(pcr)
+    types = frozenset(c.type_name for c in manifest)
+    differences = _differences(manifest, events, bank)
     findings = []
     for expected, event in differences:
         if event is None:
             assert expected is not None
             findings.append(_missing_component(expected, bank))
         elif event.index not in explained:
-            findings.append(_judge(event, expected, bank, allow))
+            kind, label = _place(event, expected)
+            # no label ("") is one only slots naming no label admit
+            allow = allowed.allowed_at(pcr, kind, label or "", types)
+            findings.append(_judge(event, expected, bank, allow, kind, label))
     return findings, bool(differences)
 
 
@@ -400,16 +428,41 @@ def _differences(
     return pairs
 
 
+def _place(event: Event, expected: BootComponent | None) -> tuple[str, str | None]:
+    """The slot an event stands in: ``(event type, label)`` as far as they can be believed.
+
+    Neither an event's type nor, unless its data verifies against its digest, its data
+    is vouched for by the PCRs: a log can relabel a boot image or retype an S-CRTM
+    version event at will. So an event aligned with a manifest component stands in
+    that component's place (its type, and its label unless the event's own data
+    verifies, as a UEFI variable's does); an event the manifest lacks keeps its claimed
+    type, and its label only if its data verifies (``None``: only slots naming no label
+    can sanction it).
+    """
+    verified = check_event(event).verified
+    if expected is not None:
+        return expected.type_name, event.label if verified else expected.label
+    return event.type_name, event.label if verified else None
+
+
 def _judge(
-    event: Event, expected: BootComponent | None, bank: str, allow: frozenset[bytes]
+    event: Event,
+    expected: BootComponent | None,
+    bank: str,
+    allow: frozenset[bytes],
+    kind: str,
+    label: str | None,
 ) -> Finding:
     digest = event.digests.get(bank)
     what = "differs from the manifest" if expected is not None else "is not in the manifest"
+    place = f"{kind} in PCR {event.pcr_index}"
     if digest is not None and digest in allow:
-        message = f"{what}; its digest is allowed for PCR {event.pcr_index}: a sanctioned update"
-        return _event_finding(Reason.SANCTIONED_UPDATE, message, event, bank, expected)
-    message = f"{what} and its digest is not allowed for PCR {event.pcr_index}"
-    return _event_finding(Reason.TAMPERED_COMPONENT, message, event, bank, expected)
+        message = f"{what}; its digest is allowed for {place}: a sanctioned update"
+        found = _event_finding(Reason.SANCTIONED_UPDATE, message, event, bank, expected)
+    else:
+        message = f"{what} and its digest is not allowed for {place}"
+        found = _event_finding(Reason.TAMPERED_COMPONENT, message, event, bank, expected)
+    return replace(found, label=label)
 
 
 def _missing_component(expected: BootComponent, bank: str) -> Finding:

@@ -130,9 +130,11 @@ def register(subparsers: Any) -> None:
         help="print an inbox token for this person (repeatable; default: operator)",
     )
     parser.set_defaults(handler=run_attest)
+    from pybb.attestation._policy_command import hook as policy_hook  # policy, show
     from pybb.attestation._verify_command import hook  # enroll, revoke, challenge, verify
 
     hook(parser)
+    policy_hook(parser)
 
 
 def run_attest(args: argparse.Namespace) -> int:

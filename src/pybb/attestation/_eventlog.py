@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from pybb.attestation import _efi
+from pybb.attestation import _eventdata
 from pybb.attestation._describe import decode
 from pybb.attestation._errors import EventLogError, TruncatedLogError, UnknownAlgorithmError
 from pybb.attestation._types import KNOWN_ALGORITHMS, DigestAlgorithm, EventType, event_type_name
@@ -174,23 +174,22 @@ class EventLog:
 
     @property
     def secure_boot(self) -> bool | None:
-        """Whether the firmware measured Secure Boot as enabled.
+        """Whether the firmware measured Secure Boot as enabled, read from verified data only.
 
-        Read from the first ``EV_EFI_VARIABLE_DRIVER_CONFIG`` event for the
+        Read from the first ``EV_EFI_VARIABLE_DRIVER_CONFIG`` event in PCR 7 for the
         ``SecureBoot`` variable of the EFI global GUID: ``True`` when its value is 1,
         ``False`` when it is another value or empty (the variable was absent), and
-        ``None`` when the log holds no such (decodable) event.
+        ``None`` when the log holds no such (decodable) event, or when that event's
+        data does not hash to its digest: a PCR vouches for the digest, not for the
+        data beside it, so forged data decides nothing.
         """
-        for event in self.events:
-            if event.event_type != EventType.EV_EFI_VARIABLE_DRIVER_CONFIG:
-                continue
-            try:
-                variable = _efi.parse_variable(event.data)
-            except _efi.StructureError:
-                continue
-            if variable.name == "SecureBoot" and variable.guid == _efi.EFI_GLOBAL_VARIABLE:
-                return variable.value[:1] == b"\x01"
-        return None
+        found = _eventdata.secure_boot_event(self.events)
+        if found is None:
+            return None
+        event, variable = found
+        if not _eventdata.check_event(event).verified:
+            return None
+        return variable.value[:1] == b"\x01"
 
     def boot_components(self) -> tuple[BootComponent, ...]:
         """Return every measured event as a :class:`BootComponent`, in log order.

@@ -129,7 +129,7 @@ def verify_device(
     except EvidenceError as exc:
         if exc.path is not None and not exc.path.startswith(f"{device}/"):
             exc.path = f"{device}/{exc.path}"
-            Exception.__init__(exc, exc._compose())
+            Exception.__init__(exc, exc.explain())
         raise
 
 

@@ -121,11 +121,8 @@ class Fleet:
             return None
 
     def allowlist(self) -> dict[str, dict[str, list[str]]]:
-        """Every class's allowlist as JSON: ``{class: {pcr: [hex digest, ...]}}``."""
-        return {
-            name: {str(p): sorted(d.hex() for d in ds) for p, ds in cls.policy.allowed.items()}
-            for name, cls in sorted(self.classes.items())
-        }
+        """Every class's allowlist as JSON: ``{class: {slot key: [hex digest, ...]}}``."""
+        return {name: cls.policy.allowed.to_json() for name, cls in sorted(self.classes.items())}
 
     @classmethod
     def of(

@@ -15,12 +15,17 @@ kind                          what was done, and where it should land
 ``sanctioned_update``         a component replaced by an allowed update: repaired
 ``tampered_component``        a component's digest replaced by an unknown one (or
                               by a denied one): escalated, ``tampered_component``
-                              (``denied_component``) by the attribution tier
+                              (``denied_component``) by the attribution tier; the
+                              component is one whose digest is of code, not of its
+                              event data
 ``log_quote_mismatch``        a log event edited under a clean quote (caught by the
                               verification tier), or a quoted PCR forged under a
                               clean log (caught by attribution)
 ``secure_boot_off``           the SecureBoot variable measured as 0 (classes that
                               require Secure Boot): escalated by attribution
+``forged_secure_boot``        measured as 0, then its data edited back to 1 with the
+                              digests untouched (the quote is honest): escalated,
+                              ``event_data_mismatch``
 ``corrupt_log``               truncated, emptied, an absurd eventSize or PCR
                               index, an unknown algorithm id: escalated, naming
                               the event number and byte offset
@@ -58,6 +63,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
+from pybb.attestation._eventdata import check_event
 from pybb.attestation._eventlog import Event, EventLog, LogFormat, parse_event_log
 from pybb.attestation._evidence import Evidence
 from pybb.attestation._fleet import Fleet, _fingerprint
@@ -66,6 +72,7 @@ from pybb.attestation._quote import AttestationKey
 from pybb.attestation._replay import PcrValues, Replayer, replay
 from pybb.attestation._report import DeviceOutcome, GroundTruth, Reason
 from pybb.attestation._signed import QuoteLedger, SignedQuote
+from pybb.attestation._slots import Slot
 from pybb.attestation._tpm import (
     ALG_ECDSA,
     ClockInfo,
@@ -90,6 +97,7 @@ TRUTH_KINDS = (
     "replayed_nonce",
     "bad_signature",
     "unknown_ak",
+    "forged_secure_boot",
 )
 """The ground-truth kinds the generator makes."""
 
@@ -98,15 +106,16 @@ QUOTE_KINDS = ("replayed_nonce", "bad_signature", "unknown_ak")
 
 DEFAULT_MIX: Mapping[str, float] = MappingProxyType(
     {
-        "clean": 0.31,
-        "sanctioned_update": 0.13,
-        "tampered_component": 0.13,
-        "log_quote_mismatch": 0.09,
-        "secure_boot_off": 0.09,
-        "corrupt_log": 0.09,
-        "replayed_nonce": 0.05,
-        "bad_signature": 0.05,
-        "unknown_ak": 0.05,
+        "clean": 0.25,
+        "sanctioned_update": 0.12,
+        "tampered_component": 0.12,
+        "log_quote_mismatch": 0.08,
+        "secure_boot_off": 0.08,
+        "corrupt_log": 0.08,
+        "forged_secure_boot": 0.06,
+        "replayed_nonce": 0.07,
+        "bad_signature": 0.07,
+        "unknown_ak": 0.07,
     }
 )
 """The default share of each kind."""
@@ -128,10 +137,13 @@ _UPDATABLE = frozenset(
         EventType.EV_EFI_PLATFORM_FIRMWARE_BLOB,
         EventType.EV_EFI_PLATFORM_FIRMWARE_BLOB2,
         EventType.EV_POST_CODE,
-        EventType.EV_S_CRTM_VERSION,
         EventType.EV_S_CRTM_CONTENTS,
     )
 )
+"""Events whose digest is of code the log does not carry: a new digest alone is an update.
+
+(EV_S_CRTM_VERSION is not among them: its digest is the hash of its data, so a new
+version changes the data, which a digest-only mutation cannot make true.)"""
 _UPDATES = 2
 _REVOKED = 2
 _CORRUPTIONS = ("truncated", "empty", "event_size", "pcr_index", "algorithm")
@@ -201,10 +213,11 @@ def _enroll(name: str, data: bytes) -> _Base:
     )
     base = _Base(name, data, log, replay(log), plain, updatable, measured, sb_event)
     bank = plain.policy.bank
-    allowed: dict[int, set[bytes]] = {}
+    allowed: dict[Slot, set[bytes]] = {}
     for event in updatable:
+        slot = Slot(event.pcr_index, event.type_name, event.label)  # sanctioned there only
         for k in range(_UPDATES):
-            allowed.setdefault(event.pcr_index, set()).add(base.update(event, k)[bank])
+            allowed.setdefault(slot, set()).add(base.update(event, k)[bank])
     denied = {base.revoked(e, 0)[bank] for e in updatable[:_REVOKED]}
     device_class = DeviceClass.from_log(name, log, allowed=allowed, denied=denied)
     return replace(base, device_class=device_class)
@@ -374,13 +387,14 @@ def _specs(
     rng = random.Random(seed)
     names = sorted(bases)
     secure = [name for name in names if bases[name].device_class.policy.secure_boot_required]
-    kinds = [k for k in TRUTH_KINDS if shares.get(k, 0) > 0 and (k != "secure_boot_off" or secure)]
+    needs_secure = ("secure_boot_off", "forged_secure_boot")
+    kinds = [k for k in TRUTH_KINDS if shares.get(k, 0) > 0 and (k not in needs_secure or secure)]
     weights = [shares[k] for k in kinds]
     width = max(5, len(str(max(n - 1, 0))))
     specs = []
     for i in range(n):
         kind = rng.choices(kinds, weights)[0]
-        base = rng.choice(secure if kind == "secure_boot_off" else names)
+        base = rng.choice(secure if kind in needs_secure else names)
         specs.append(_Spec(f"dev-{i:0{width}d}", base, kind))
     return specs
 
@@ -419,14 +433,19 @@ def _tampered(base: _Base, rng: random.Random) -> _Made:
         digests = base.revoked(event, 0)
         reason, what = Reason.DENIED_COMPONENT, "a revoked (denied) version"
     else:
-        candidates = [
+        # A replaced component is code (an image, a firmware volume) whose digest is not
+        # of the event data; forging the digest of a variable or a command is a lie about
+        # the data instead, which forged_secure_boot plays.
+        anything = [
             e
             for e in base.measured
             if e is not base.secure_boot and e.event_type != EventType.EV_SEPARATOR
         ]
-        event = rng.choice(candidates)
+        event = rng.choice([e for e in anything if not check_event(e).verified] or anything)
         digests = {bank: rng.randbytes(len(d)) for bank, d in event.digests.items()}
         reason, what = Reason.TAMPERED_COMPONENT, "an unknown digest"
+        if check_event(event).verified:  # the digest no longer hashes its data: a lie
+            reason = Reason.EVENT_DATA_MISMATCH
     log, quote = _with_digests(base, event, digests)
     detail = f"event {event.index} ({event.type_name}, PCR {event.pcr_index}) -> {what}"
     return log, quote, GroundTruth("tampered_component", DeviceOutcome.ESCALATED, reason, detail)
@@ -458,6 +477,14 @@ def _mismatch(base: _Base, rng: random.Random) -> _Made:
 
 
 def _secure_boot_off(base: _Base, rng: random.Random) -> _Made:
+    patched, quote, event = _measured_off(base)
+    detail = f"SecureBoot variable (event {event.index}) measured as 0"
+    truth = GroundTruth("secure_boot_off", DeviceOutcome.ESCALATED, Reason.SECURE_BOOT_OFF, detail)
+    return patched, quote, truth
+
+
+def _measured_off(base: _Base) -> tuple[bytes, PcrValues, Event]:
+    """The log of the golden machine booted with Secure Boot off, and its quote."""
     event = base.secure_boot
     assert event is not None
     data = event.data[:-1] + b"\x00"
@@ -470,9 +497,20 @@ def _secure_boot_off(base: _Base, rng: random.Random) -> _Made:
     data_at = _data_offset(base.log, event)
     log[data_at + len(data) - 1] = 0
     patched, quote = _with_digests(base, replace(event, data=data), digests, data=bytes(log))
-    detail = f"SecureBoot variable (event {event.index}) measured as 0"
-    truth = GroundTruth("secure_boot_off", DeviceOutcome.ESCALATED, Reason.SECURE_BOOT_OFF, detail)
-    return patched, quote, truth
+    return patched, quote, event
+
+
+def _forged_secure_boot(base: _Base, rng: random.Random) -> _Made:
+    # The machine booted with Secure Boot off (its TPM extended the digest of a 0);
+    # the log it sends says 1 over that digest. Only the event data betrays it.
+    patched, quote, event = _measured_off(base)
+    log = bytearray(patched)
+    log[_data_offset(base.log, event) + len(event.data) - 1] = 1
+    detail = f"SecureBoot variable (event {event.index}) measured as 0, its data forged to 1"
+    truth = GroundTruth(
+        "forged_secure_boot", DeviceOutcome.ESCALATED, Reason.EVENT_DATA_MISMATCH, detail
+    )
+    return bytes(log), quote, truth
 
 
 def _corrupt(base: _Base, rng: random.Random) -> _Made:
@@ -529,6 +567,7 @@ _MAKERS = {
     "secure_boot_off": _secure_boot_off,
     "corrupt_log": _corrupt,
     **{kind: _quote_flaw(kind) for kind in QUOTE_KINDS},
+    "forged_secure_boot": _forged_secure_boot,
 }
 
 

@@ -32,6 +32,7 @@ from pybb.attestation._jsonfile import (
     show,
 )
 from pybb.attestation._replay import replay
+from pybb.attestation._slots import Allowlist, Slot
 from pybb.attestation._types import KNOWN_ALGORITHMS
 
 __all__ = ["BANK_SIZES", "MAX_CLASS_FILE_SIZE", "DeviceClass", "Policy", "load_class"]
@@ -45,6 +46,7 @@ MAX_CLASS_FILE_SIZE = 16 * 1024 * 1024
 """The largest device-class file read."""
 
 _MAX_DIGESTS = 100_000
+_MAX_SLOTS = 10_000
 _MAX_COMPONENTS = 100_000
 _DIGEST_SIZES = frozenset(BANK_SIZES.values())
 
@@ -64,8 +66,12 @@ class Policy:
     Attributes:
         bank: The PCR bank the policy, the reference values and the manifest use.
         pcrs: The PCRs the policy covers, ascending: one entry component each.
-        allowed: Per PCR, the digests allowed beyond the manifest's: sanctioned updates.
-        denied: Digests that must never be measured (in any bank).
+        allowed: The digests allowed beyond the manifest's (sanctioned updates), each
+            bound to its :class:`Slot` (PCR, event type, label). Pass a mapping whose
+            keys are slots, slot keys (``"0:EV_EFI_PLATFORM_FIRMWARE_BLOB"``) or bare PCR
+            indices (an entry written before slots: see :mod:`._slots`); it is kept
+            as an :class:`Allowlist`.
+        denied: Digests that must never be measured (in any bank, in any place).
         secure_boot_required: Whether the log must measure Secure Boot as enabled.
 
     Raises:
@@ -75,7 +81,7 @@ class Policy:
 
     bank: str
     pcrs: tuple[int, ...]
-    allowed: Mapping[int, frozenset[bytes]] = field(default_factory=dict)
+    allowed: Allowlist = field(default_factory=Allowlist)
     denied: frozenset[bytes] = frozenset()
     secure_boot_required: bool = False
 
@@ -87,11 +93,15 @@ class Policy:
                 field="policy.bank",
             )
         object.__setattr__(self, "pcrs", _pcrs(self.pcrs))
-        allowed: dict[int, frozenset[bytes]] = {}
-        for pcr, digests in dict(self.allowed).items():
-            (index,) = _pcrs((pcr,), "policy.allow")
-            allowed[index] = frozenset(_digests(digests, {size}, f"policy.allow.{index}"))
-        object.__setattr__(self, "allowed", MappingProxyType(dict(sorted(allowed.items()))))
+        allowed: dict[Slot, frozenset[bytes]] = {}
+        for key, digests in dict(self.allowed).items():
+            try:
+                slot = Slot.of(key)
+            except ValueError as exc:
+                raise PolicyError(str(exc), field="policy.allow") from None
+            where = f"policy.allow.{slot.key}"
+            allowed[slot] = frozenset(_digests(digests, {size}, where))
+        object.__setattr__(self, "allowed", Allowlist(allowed))
         object.__setattr__(self, "denied", frozenset(_digests(self.denied, _DIGEST_SIZES)))
         if not isinstance(self.secure_boot_required, bool):
             raise PolicyError("must be true or false", field="policy.secure_boot_required")
@@ -102,12 +112,12 @@ class Policy:
         return BANK_SIZES[self.bank]
 
     def allows(self, pcr: int, digest: bytes) -> bool:
-        """Whether ``digest`` is allowed in ``pcr`` beyond the manifest."""
-        return digest in self.allowed.get(pcr, frozenset())
+        """Whether ``digest`` is allowed somewhere in ``pcr`` (judging uses the slots)."""
+        return digest in self.allowed.in_pcr(pcr)
 
-    def with_allowed(self, pcr: int, digest: bytes) -> Policy:
-        """This policy with ``digest`` allowed in ``pcr`` too."""
-        allowed = {**self.allowed, pcr: self.allowed.get(pcr, frozenset()) | {digest}}
+    def with_allowed(self, slot: Slot | int, digest: bytes) -> Policy:
+        """This policy with ``digest`` allowed in ``slot`` too (a bare PCR: see :mod:`._slots`)."""
+        allowed = self.allowed.with_digest(Slot.of(slot), digest)
         return Policy(self.bank, self.pcrs, allowed, self.denied, self.secure_boot_required)
 
     def to_json(self) -> dict[str, Any]:
@@ -115,7 +125,7 @@ class Policy:
         return {
             "bank": self.bank,
             "pcrs": list(self.pcrs),
-            "allow": {str(p): sorted(d.hex() for d in ds) for p, ds in self.allowed.items()},
+            "allow": self.allowed.to_json(),
             "deny": sorted(d.hex() for d in self.denied),
             "secure_boot_required": self.secure_boot_required,
         }
@@ -137,18 +147,28 @@ class Policy:
         covered = [fields.integer(p, f"pcrs.{i}", 0, MAX_PCR_INDEX) for i, p in enumerate(pcrs)]
         if not covered or len(set(covered)) != len(covered):
             fields.fail("pcrs", "must list each covered PCR once, at least one")
-        allow = fields.mapping(obj.get("allow", {}), "allow", limit=MAX_PCR_INDEX + 1)
-        allowed: dict[int, frozenset[bytes]] = {}
+        allow = fields.mapping(obj.get("allow", {}), "allow", limit=_MAX_SLOTS)
+        allowed: dict[Slot, frozenset[bytes]] = {}
         for key, values in allow.items():
-            pcr = fields.pcr(key, f"allow.{key}", MAX_PCR_INDEX)
+            try:
+                slot = Slot.from_key(key)
+            except ValueError as exc:
+                fields.fail(f"allow.{key[:80]}", str(exc))
             items = fields.array(values, f"allow.{key}", limit=_MAX_DIGESTS)
-            allowed[pcr] = frozenset(
+            allowed[slot] = allowed.get(slot, frozenset()) | frozenset(
                 fields.digest(v, f"allow.{key}.{i}", size) for i, v in enumerate(items)
             )
         deny = fields.array(obj.get("deny", []), "deny", limit=_MAX_DIGESTS)
         denied = frozenset(_any_digest(fields, v, f"deny.{i}") for i, v in enumerate(deny))
         required = fields.boolean(obj.get("secure_boot_required", False), "secure_boot_required")
-        return cls(bank, tuple(covered), allowed, denied, required)
+        return cls(bank, tuple(covered), Allowlist(allowed), denied, required)
+
+
+def _allowlist(entries: Mapping[Any, Iterable[bytes]]) -> Allowlist:
+    try:
+        return Allowlist({key: frozenset(digests) for key, digests in entries.items()})
+    except ValueError as exc:
+        raise PolicyError(str(exc), field="policy.allow") from None
 
 
 def _any_digest(fields: Fields, value: object, name: str) -> bytes:
@@ -250,7 +270,7 @@ class DeviceClass:
         *,
         bank: str | None = None,
         pcrs: Iterable[int] | None = None,
-        allowed: Mapping[int, Iterable[bytes]] | None = None,
+        allowed: Mapping[Any, Iterable[bytes]] | None = None,
         denied: Iterable[bytes] = (),
         secure_boot_required: bool | None = None,
     ) -> DeviceClass:
@@ -261,7 +281,8 @@ class DeviceClass:
             log: The golden machine's event log (path, bytes or parsed).
             bank: The bank to use (default: ``sha256`` if the log has it, else its first).
             pcrs: The PCRs to cover (default: every PCR the log extends in ``bank``).
-            allowed: Digests allowed beyond the log's, per PCR.
+            allowed: Digests allowed beyond the log's, per :class:`Slot` (or slot key,
+                or bare PCR index: any event type that PCR's manifest holds).
             denied: Digests never allowed.
             secure_boot_required: Default: whether the golden log measured Secure Boot on.
 
@@ -282,7 +303,7 @@ class DeviceClass:
         policy = Policy(
             chosen,
             covered,
-            {p: frozenset(ds) for p, ds in (allowed or {}).items()},
+            _allowlist(allowed or {}),
             frozenset(denied),
             parsed.secure_boot is True if secure_boot_required is None else secure_boot_required,
         )

@@ -77,6 +77,8 @@ class Reason(enum.StrEnum):
     """The quote lacks a value for a PCR the policy covers."""
     LOG_QUOTE_MISMATCH = "log_quote_mismatch"
     """Replaying the log does not give the quoted value."""
+    EVENT_DATA_MISMATCH = "event_data_mismatch"
+    """An event's data does not hash to its digest where the PC Client spec says it must."""
     SECURE_BOOT_OFF = "secure_boot_off"
     """The policy requires Secure Boot and the log measured it off (or not at all)."""
     DENIED_COMPONENT = "denied_component"
@@ -119,6 +121,7 @@ class Finding:
         offset: The byte offset in the log (for a log that cannot be parsed).
         event_type: The TCG event type name.
         description: What the event measured, decoded for a person.
+        label: The stable name of what it measured (the allowlist slot's label).
         bank: The bank of ``expected`` and ``found``.
         expected: The expected digest or PCR value, in hex.
         found: The digest or PCR value found, in hex.
@@ -131,6 +134,7 @@ class Finding:
     offset: int | None = None
     event_type: str | None = None
     description: str | None = None
+    label: str | None = None
     bank: str | None = None
     expected: str | None = None
     found: str | None = None
@@ -179,6 +183,7 @@ _FINDING_FIELDS = (
     "offset",
     "event_type",
     "description",
+    "label",
     "bank",
     "expected",
     "found",
@@ -253,8 +258,12 @@ class TierReport:
         return "\n".join(lines)
 
     def allowlist_candidates(self) -> tuple[dict[str, Any], ...]:
-        """The digests a person could accept into the class allowlist (tampered ones)."""
-        seen: dict[tuple[int, str], dict[str, Any]] = {}
+        """The digests a person could accept into the class allowlist (tampered ones).
+
+        Each names its slot: the PCR, the event type and the component's label, so
+        accepting it sanctions the digest there and nowhere else.
+        """
+        seen: dict[tuple[int, str, str | None, str | None], dict[str, Any]] = {}
         for finding in self.findings:
             if (
                 finding.reason is Reason.TAMPERED_COMPONENT
@@ -263,10 +272,12 @@ class TierReport:
                 and finding.event is not None
             ):
                 seen.setdefault(
-                    (finding.pcr, finding.found),
+                    (finding.pcr, finding.found, finding.event_type, finding.label),
                     {
                         "class": self.device_class,
                         "pcr": finding.pcr,
+                        "event_type": finding.event_type,
+                        "label": finding.label,
                         "bank": finding.bank,
                         "digest": finding.found,
                     },
@@ -358,6 +369,7 @@ _TITLES = {
     Reason.CORRUPT_LOG: "its event log cannot be read",
     Reason.MISSING_QUOTE: "its quote lacks a PCR the policy covers",
     Reason.LOG_QUOTE_MISMATCH: "its event log does not match its quote",
+    Reason.EVENT_DATA_MISMATCH: "its event log holds data its digests do not vouch for",
     Reason.SECURE_BOOT_OFF: "Secure Boot is off but the policy requires it",
     Reason.DENIED_COMPONENT: "it booted a component on the denylist",
     Reason.TAMPERED_COMPONENT: "a boot component differs and its digest is not allowed",

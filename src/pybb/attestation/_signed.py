@@ -97,7 +97,7 @@ class QuoteLedger:
         except QuoteError as exc:
             if exc.path is not None:  # "quote.sig": inside the evidence's signed_quote here
                 exc.field, exc.path = f"signed_quote.{exc.path.rsplit('.', 1)[-1]}", None
-                Exception.__init__(exc, exc._compose())
+                Exception.__init__(exc, exc.explain())
             raise
 
     def _check(self, device: str, signed: SignedQuote | None, quote: Mapping[str, Any]) -> None:

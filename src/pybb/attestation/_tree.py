@@ -54,7 +54,6 @@ from pybb import (
     Stage,
 )
 from pybb.attestation._analysis import attribute, bad_evidence, verify
-from pybb.attestation._eventlog import MAX_PCR_INDEX
 from pybb.attestation._evidence import Evidence
 from pybb.attestation._fleet import Fleet
 from pybb.attestation._fleet_errors import EvidenceError, FleetError
@@ -69,6 +68,7 @@ from pybb.attestation._report import (
     Tier,
     TierReport,
 )
+from pybb.attestation._slots import Allowlist, Slot
 
 __all__ = [
     "ALLOWLIST",
@@ -86,7 +86,10 @@ __all__ = [
 ]
 
 ALLOWLIST = "attestation.allowlist"
-"""The premise holding every class's allowlist: ``{class: {pcr: [hex digest, ...]}}``."""
+"""The premise holding every class's allowlist: ``{class: {slot key: [hex digest, ...]}}``.
+
+A slot key is ``"PCR:EVENT_TYPE:LABEL"``, ``"PCR:EVENT_TYPE"`` or, as written before
+slots, ``"PCR"`` (see :class:`Slot`)."""
 FLEET = "attestation.fleet"
 """The premise naming the fleet the board attests (its name, fingerprint and size)."""
 QUOTE_MATCHES_REFERENCE = "quote_matches_reference"
@@ -127,7 +130,7 @@ class _Context:
         self.fleet = fleet
         self.evidence: dict[str, Evidence | EvidenceError] = {}
         self.reader: BoardReader | None = None
-        self._allowlist: tuple[int, dict[str, dict[int, frozenset[bytes]]]] = (-1, {})
+        self._allowlist: tuple[int, dict[str, Allowlist]] = (-1, {})
 
     def load(self, device: str) -> Evidence | EvidenceError:
         found = self.evidence.get(device)
@@ -139,20 +142,22 @@ class _Context:
             self.evidence[device] = found
         return found
 
-    def allowlist(self, device_class: str) -> Mapping[int, frozenset[bytes]]:
+    def allowlist(self, device_class: str) -> Allowlist:
         """The class's allowlist as the board holds it now."""
         assert self.reader is not None
         state = self.reader.read_premise(ALLOWLIST)
         if state.version != self._allowlist[0]:
             self._allowlist = (state.version, _parse_allowlist(state.value))
-        return self._allowlist[1].get(device_class, {})
+        return self._allowlist[1].get(device_class, Allowlist())
 
 
-def _parse_allowlist(value: Any) -> dict[str, dict[int, frozenset[bytes]]]:
-    parsed: dict[str, dict[int, frozenset[bytes]]] = {}
-    for name, pcrs in value.items():
-        parsed[name] = {int(p): frozenset(bytes.fromhex(d) for d in ds) for p, ds in pcrs.items()}
-    return parsed
+def _parse_allowlist(value: Any) -> dict[str, Allowlist]:
+    return {
+        name: Allowlist(
+            {Slot.from_key(k): frozenset(bytes.fromhex(d) for d in ds) for k, ds in slots.items()}
+        )
+        for name, slots in value.items()
+    }
 
 
 class AttributionTier(KnowledgeSource):
@@ -297,15 +302,17 @@ def _both(rule: AdmissionRule) -> AdmissionRule:
 
 def _allowlist_problem(value: Any) -> str | None:
     if not isinstance(value, dict):
-        return "must be an object of class name to {pcr: [hex digest, ...]}"
-    for name, pcrs in value.items():
-        if not isinstance(name, str) or not NAME.fullmatch(name) or not isinstance(pcrs, dict):
-            return f"{show(name)} is not a class name with an object of PCRs"
-        for pcr, digests in pcrs.items():
-            if not isinstance(pcr, str) or not pcr.isdigit() or int(pcr) > MAX_PCR_INDEX:
-                return f"{show(pcr)} of class {name!r} is not a PCR index"
+        return "must be an object of class name to {slot: [hex digest, ...]}"
+    for name, slots in value.items():
+        if not isinstance(name, str) or not NAME.fullmatch(name) or not isinstance(slots, dict):
+            return f"{show(name)} is not a class name with an object of slots"
+        for key, digests in slots.items():
+            try:
+                Slot.from_key(key)
+            except ValueError as exc:
+                return f"{show(key)} of class {name!r} is not a slot: {exc}"
             if not isinstance(digests, list) or not all(_is_hex_digest(d) for d in digests):
-                return f"PCR {pcr} of class {name!r} must list hex digests"
+                return f"slot {key} of class {name!r} must list hex digests"
     return None
 
 
@@ -318,13 +325,20 @@ def _is_hex_digest(value: object) -> bool:
         return False
 
 
-def read_allowlist(blackboard: Blackboard) -> dict[str, dict[int, frozenset[bytes]]]:
-    """Every class's allowlist as the board holds it now."""
+def read_allowlist(blackboard: Blackboard) -> dict[str, Allowlist]:
+    """Every class's allowlist as the board holds it now (``allowlist[c][0]``: PCR 0's digests)."""
     return _parse_allowlist(blackboard.model.reader.read_premise(ALLOWLIST).value)
 
 
 def accept_digest(
-    blackboard: Blackboard, device_class: str, pcr: int, digest: bytes | str, *, by: str
+    blackboard: Blackboard,
+    device_class: str,
+    pcr: int,
+    digest: bytes | str,
+    *,
+    by: str,
+    event_type: str | None = None,
+    label: str | None = None,
 ) -> int:
     """Extend a class's allowlist on the board: the digest is a sanctioned update from now on.
 
@@ -340,6 +354,10 @@ def accept_digest(
         pcr: The PCR the digest is allowed in.
         digest: The digest (bytes or hex).
         by: Who accepted it (the writer of the premise write, e.g. ``human:alice``).
+        event_type: The event type it is allowed for (an allowlist candidate's
+            ``event_type``); without it, any type PCR ``pcr``'s manifest holds.
+        label: The component it is allowed for (a candidate's ``label``); without it,
+            any component of ``event_type``.
 
     Returns:
         The allowlist premise's new version.
@@ -349,14 +367,18 @@ def accept_digest(
             that is not one), or it kept changing under us.
     """
     value = digest.hex() if isinstance(digest, bytes) else str(digest).lower()
+    try:
+        key = Slot(pcr, event_type, label).key
+    except ValueError as exc:
+        raise FleetError(f"the allowlist slot cannot be used: {exc}") from None
     reader = blackboard.model.reader
     for _ in range(32):
         state = reader.read_premise(ALLOWLIST)
         allowlist = {name: dict(pcrs) for name, pcrs in state.value.items()}
-        digests = set(allowlist.setdefault(device_class, {}).get(str(pcr), []))
+        digests = set(allowlist.setdefault(device_class, {}).get(key, []))
         if value in digests:
             return state.version
-        allowlist[device_class][str(pcr)] = sorted(digests | {value})
+        allowlist[device_class][key] = sorted(digests | {value})
         result = blackboard.model.control.set_premise(
             by, ALLOWLIST, allowlist, expected_version=state.version
         )
@@ -609,13 +631,24 @@ class Attestation:
 
     # -- the allowlist on the board ---------------------------------------------------------
 
-    def allowlist(self) -> dict[str, dict[int, frozenset[bytes]]]:
+    def allowlist(self) -> dict[str, Allowlist]:
         """Every class's allowlist as the board holds it now."""
         return read_allowlist(self.blackboard)
 
-    def accept_digest(self, device_class: str, pcr: int, digest: bytes | str, *, by: str) -> int:
+    def accept_digest(
+        self,
+        device_class: str,
+        pcr: int,
+        digest: bytes | str,
+        *,
+        by: str,
+        event_type: str | None = None,
+        label: str | None = None,
+    ) -> int:
         """Extend a class's allowlist on the board (see :func:`accept_digest`)."""
-        return accept_digest(self.blackboard, device_class, pcr, digest, by=by)
+        return accept_digest(
+            self.blackboard, device_class, pcr, digest, by=by, event_type=event_type, label=label
+        )
 
     def close(self) -> None:
         """Release the store if the board opened it."""

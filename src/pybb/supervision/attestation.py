@@ -38,6 +38,7 @@ from buddhi import (
 from buddhi.reference import DEFAULT_CAUSES, DEFAULT_EFFORTS
 from pybb import Controller, Escalation
 from pybb.attestation import (
+    Allowlist,
     Attestation,
     Fleet,
     FleetReport,
@@ -92,6 +93,7 @@ CONFIDENCE: Mapping[str, float] = MappingProxyType(
         Reason.DENIED_COMPONENT.value: 0.95,
         Reason.TAMPERED_COMPONENT.value: 0.9,
         Reason.LOG_QUOTE_MISMATCH.value: 0.85,
+        Reason.EVENT_DATA_MISMATCH.value: 0.85,
         Reason.SECURE_BOOT_OFF.value: 0.8,
         Reason.MISSING_QUOTE.value: 0.7,
         Reason.CORRUPT_LOG.value: 0.65,
@@ -197,7 +199,13 @@ class AttestationEffect(DecisionEffect):
         board = controller.blackboard
         for candidate in _report_of(escalation).get("allowlist_candidates", ()):
             accept_digest(
-                board, candidate["class"], candidate["pcr"], candidate["digest"], by=answer.by
+                board,
+                candidate["class"],
+                candidate["pcr"],
+                candidate["digest"],
+                by=answer.by,
+                event_type=candidate.get("event_type"),
+                label=candidate.get("label"),
             )
         controller.refresh()
         allowlist = read_allowlist(board)
@@ -339,21 +347,24 @@ def _text(report: Mapping[str, Any]) -> str | None:
         return None
 
 
-def _explained(
-    escalation: Escalation, allowlist: Mapping[str, Mapping[int, frozenset[bytes]]]
-) -> Any:
-    """The repaired measurement of a device the allowlist now explains, else ``None``."""
+def _explained(escalation: Escalation, allowlist: Mapping[str, Allowlist]) -> Any:
+    """The repaired measurement of a device the allowlist now explains, else ``None``.
+
+    A digest explains a finding only in its slot (PCR, event type, label); an entry
+    written before slots is not read here (the tiers judged the device against it).
+    """
     report = _report_of(escalation)
     if report.get("reason") != Reason.TAMPERED_COMPONENT.value:
         return None
-    allowed = allowlist.get(str(report.get("class")), {})
+    allowed = allowlist.get(str(report.get("class")), Allowlist())
     unexplained = [f for f in report.get("findings", ()) if f.get("reason") != "sanctioned_update"]
     accepted = set()
     for finding in unexplained:
         pcr, found = finding.get("pcr"), finding.get("found")
         if finding.get("reason") != Reason.TAMPERED_COMPONENT.value or pcr is None or not found:
             return None
-        if bytes.fromhex(found) not in allowed.get(pcr, frozenset()):
+        place = (pcr, str(finding.get("event_type")), str(finding.get("label")))
+        if bytes.fromhex(found) not in allowed.allowed_at(*place):
             return None
         accepted.add((pcr, found))
     return _repaired(escalation, report, accepted) if accepted else None

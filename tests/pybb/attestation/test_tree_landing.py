@@ -182,7 +182,9 @@ def test_on_fail_a_sanctioned_update_is_repaired_and_the_reference_updated() -> 
 
 
 def test_on_fail_tampering_escalates_with_the_event_named() -> None:
-    target = event(MULTI, 17)
+    # a boot application: its digest is of the image, not of the event data (a tampered
+    # separator, event 17, is now an event_data_mismatch: see test_eventdata.py)
+    target = event(MULTI, 38)
     multi = DeviceClass.from_log("multi", golden(MULTI))
     tampered = with_digests(golden(MULTI), target, b"bootkit")
     report, attestation = attest([multi], [device("t", "multi", tampered)])
@@ -201,7 +203,14 @@ def test_on_fail_tampering_escalates_with_the_event_named() -> None:
     assert finding.expected == target.digests["sha256"].hex()
     assert finding.found == hashlib.sha256(b"bootkit").hexdigest()
     assert carried.allowlist_candidates() == (
-        {"class": "multi", "pcr": target.pcr_index, "bank": "sha256", "digest": finding.found},
+        {
+            "class": "multi",
+            "pcr": target.pcr_index,
+            "event_type": target.type_name,
+            "label": target.label,  # accepting it sanctions the digest in this slot only
+            "bank": "sha256",
+            "digest": finding.found,
+        },
     )
 
 
@@ -238,7 +247,14 @@ def test_an_accepted_digest_extends_the_allowlist_on_the_board_for_the_next_devi
                 assert report is not None
                 (candidate,) = report.allowlist_candidates()
                 digest = candidate["digest"]
-                attestation.accept_digest("fedora", candidate["pcr"], digest, by="human:alice")
+                attestation.accept_digest(
+                    "fedora",
+                    candidate["pcr"],
+                    digest,
+                    by="human:alice",
+                    event_type=candidate["event_type"],
+                    label=candidate["label"],
+                )
 
         report = attestation.run(accept_after_first)
     assert seen == [DeviceOutcome.ESCALATED]
