@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import pybb
-from pybb._cli import build_parser, main
+from pybb.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 

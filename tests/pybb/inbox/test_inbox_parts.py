@@ -34,6 +34,8 @@ from inbox_support import (
 
 import pybb.inbox as inbox
 from blackboard import Agent, Level, Premise, create_model
+from pybb.cli.inbox import register as add_inbox_command
+from pybb.cli.inbox import run_inbox
 from pybb.errors import PybbError
 from pybb.human import HUMAN_REGIONS, AskStatus, ask_state, post_ask
 from pybb.inbox import (
@@ -45,7 +47,6 @@ from pybb.inbox import (
     TokenTable,
     attach_run,
 )
-from pybb.inbox._command import add_inbox_command, run_inbox
 from pybb.inbox._logs import RedactQueryStrings
 
 # -- the public face ---------------------------------------------------------------------------
@@ -75,7 +76,7 @@ def test_the_human_loop_and_the_inbox_import_nothing_of_buddhi() -> None:
 
 
 def test_the_web_dependencies_are_imported_only_when_the_app_is_built() -> None:
-    loaded = _loaded_after("import pybb.inbox, pybb.inbox._command")
+    loaded = _loaded_after("import pybb.inbox, pybb.cli.inbox")
     assert not loaded & {"starlette", "uvicorn", "jinja2", "multipart", "python_multipart"}
 
 

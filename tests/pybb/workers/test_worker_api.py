@@ -23,8 +23,9 @@ from pybb import (
     Worker,
     WorkerSettings,
 )
-from pybb._cli import main
-from pybb._engine.worker import APPS, load_app, run_worker
+from pybb._engine.worker import run_worker
+from pybb.cli import main
+from pybb.cli.worker import APPS, load_app
 from pybb.testing import entries_digest, w1, w1_app, w1_expected, w1_outcomes
 from storekit import StoreSpec
 

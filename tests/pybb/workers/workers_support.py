@@ -1,6 +1,6 @@
 """What the worker tests share: a PostgreSQL schema per test, worker processes, checkers.
 
-Worker processes are real ``python -m pybb._cli worker`` commands, as an operator starts
+Worker processes are real ``python -m pybb worker`` commands, as an operator starts
 them; they load test applications from ``worker_apps`` by ``module:function``. The board
 is read back with plain psycopg, not through the code under test.
 """
@@ -91,7 +91,7 @@ def start_worker(
     options: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     command = [
-        sys.executable, "-m", "pybb._cli", "worker", "--store", url, "--run", board,
+        sys.executable, "-m", "pybb", "worker", "--store", url, "--run", board,
         "--app", app, "--name", name, "--lease", str(lease), "--batch", str(batch),
     ]  # fmt: skip
     for key, value in (options or {}).items():

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from blackboard import BlackboardError, Model, ModelMismatchError
 from pybb.attestation import FleetReport
-from pybb.attestation._command import _fleet, _print, board_mismatch, workers_busy
+from pybb.cli._attest_shared import board_mismatch, fleet_of, print_report, workers_busy
 from pybb.errors import PybbError
 from pybb.supervision.attestation import SupervisedAttestation
 
@@ -51,7 +51,7 @@ def run_attest_inbox(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        fleet = _fleet(args)
+        fleet = fleet_of(args)
         board_id = args.board_id or f"attest-{fleet.name}"
         session = SupervisedAttestation(
             fleet, store=args.store, board_id=board_id, chunk_size=args.chunk
@@ -86,7 +86,7 @@ def _serve(
                 f"board {session.board_id!r} in {args.store}; inbox at {url}"
             )
             report = _attest(session, errors, args.no_progress)
-            _print(console, report, args.examples)
+            print_report(console, report, args.examples)
             _write(args, session, report)
             console.print(
                 f"{len(session.run.open_asks())} ask(s) open; answer them at {url} "

@@ -1,9 +1,4 @@
-"""``pybb inbox``: serve a run's inbox on this machine.
-
-Register it in the command line's parser with::
-
-    add_inbox_command(subparsers)   # then dispatch: args.handler(args)
-"""
+"""``pybb inbox``: serve a run's inbox on this machine."""
 
 from __future__ import annotations
 
@@ -15,13 +10,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pybb.inbox._attach import attach_run
-from pybb.inbox._errors import InboxError
+from pybb.inbox import LOOPBACK_HOSTS, InboxError, InboxSettings, TokenTable, attach_run
 from pybb.inbox._logs import redact_access_log
-from pybb.inbox._settings import LOOPBACK_HOSTS, InboxSettings
-from pybb.inbox._tokens import TokenTable
 
-__all__ = ["TOKEN_ENV", "TOKEN_HUMAN_ENV", "add_inbox_command", "run_inbox"]
+__all__ = ["TOKEN_ENV", "TOKEN_HUMAN_ENV", "register", "run_inbox"]
 
 TOKEN_ENV = "PYBB_INBOX_TOKEN"
 """An environment variable holding a token to accept (it is never printed)."""
@@ -31,7 +23,7 @@ TOKEN_HUMAN_ENV = "PYBB_INBOX_HUMAN"
 _DEFAULT_HUMAN = "operator"
 
 
-def add_inbox_command(
+def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
     """Add the ``inbox`` subcommand; its handler is ``args.handler``."""
