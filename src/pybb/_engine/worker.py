@@ -49,6 +49,7 @@ __all__ = [
 
 _log = logging.getLogger("pybb.worker")
 
+
 @dataclass(frozen=True, slots=True)
 class AppContext:
     """What an application gets to build the controller of one run.

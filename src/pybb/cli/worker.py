@@ -26,8 +26,8 @@ from pybb.errors import PybbError
 __all__ = ["APPS", "load_app", "register", "run_command"]
 
 APPS: Mapping[str, str] = {
-    "w1": "pybb.testing:w1_app",
-    "attest": "pybb._apps:attest_app",
+    "w1": "pybb.workloads:w1_app",
+    "attest": "pybb.cli._attest_app:attest_app",
 }
 """The applications a worker knows by a short name, and where each lives."""
 

@@ -333,14 +333,13 @@ def test_the_access_log_filter_cuts_query_strings() -> None:
 def test_the_server_binds_at_once_serves_in_a_thread_and_stops(app: Any) -> None:
     server = inbox.InboxServer("127.0.0.1", 0, quiet=True)
     assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}/"
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="in use"):
         inbox.InboxServer("127.0.0.1", server.port)  # refused before any app is built
     with server.running(app) as url:
         assert url == server.url
         assert httpx.get(url + "api/me").status_code == 401
     with pytest.raises(httpx.ConnectError):
         httpx.get(url + "api/me", timeout=2)  # stopped, and its socket closed
-
 
 
 def _parse(*argv: str) -> argparse.Namespace:

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from blackboard.stores import MemoryStore
-from pybb.testing import entries_digest, w1
+from pybb.testing import entries_digest
+from pybb.workloads import w1
 from storekit import drop_pg_schema, new_pg_schema, pg_server
 
 HERE = Path(__file__).resolve().parent
