@@ -69,6 +69,7 @@ from pybb.attestation._report import (
     Tier,
     TierReport,
 )
+from pybb.attestation._tcg import KNOWN_ALGORITHMS, DigestAlgorithm, EventType, event_type_name
 from pybb.attestation._tree import (
     ALLOWLIST,
     Attestation,
@@ -77,7 +78,6 @@ from pybb.attestation._tree import (
     accept_digest,
     read_allowlist,
 )
-from pybb.attestation._types import KNOWN_ALGORITHMS, DigestAlgorithm, EventType, event_type_name
 
 __all__ = [
     "ALLOWLIST",

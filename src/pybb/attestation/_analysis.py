@@ -20,7 +20,7 @@ from pybb.attestation._evidence import Evidence
 from pybb.attestation._policy import BANK_SIZES, DeviceClass, Policy
 from pybb.attestation._replay import PcrValues, iter_replay, replay
 from pybb.attestation._report import Finding, Reason, Tier, TierReport
-from pybb.attestation._types import EventType
+from pybb.attestation._tcg import EventType
 
 __all__ = ["Attribution", "attribute", "bad_evidence", "verify"]
 

@@ -46,7 +46,7 @@ from pybb.attestation._fleet import Fleet, _fingerprint
 from pybb.attestation._policy import BANK_SIZES, DeviceClass
 from pybb.attestation._replay import PcrValues, Replayer, replay
 from pybb.attestation._report import DeviceOutcome, GroundTruth, Reason
-from pybb.attestation._types import EventType, hash_constructor
+from pybb.attestation._tcg import EventType, hash_constructor
 
 __all__ = ["DEFAULT_MIX", "TRUTH_KINDS", "builtin_classes", "builtin_logs", "generate_fleet"]
 
