@@ -35,7 +35,8 @@ import psycopg
 
 from blackboard.stores import open_store
 from pybb import AppContext, Blackboard, BlackboardEntry, Controller, Worker, WorkerSettings
-from pybb.testing import Decrement, ZeroEven, entries_digest, less_than_3, w1_expected, w1_outcomes
+from pybb.testing import entries_digest
+from pybb.workloads import Decrement, ZeroEven, less_than_3, w1_expected, w1_outcomes
 
 _DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 

@@ -7,7 +7,7 @@ For N = 10,000: 3,000 pass at once, 3,000 are fixed by decrement, 2,000 by zero_
 
 Each measurement runs in a fresh subprocess so its peak RSS is its own:
 
-* ``pybb``: ``pybb.testing.w1`` then ``Controller.run`` on the memory or SQLite store;
+* ``pybb``: ``pybb.workloads.w1`` then ``Controller.run`` on the memory or SQLite store;
 * ``plain``: the same decisions in a plain loop, keeping the same history as dicts;
 * ``sqlite3``: the plain loop persisting that history with raw ``sqlite3`` (WAL,
   ``synchronous=FULL``, one transaction per controller cycle, as pybb commits).
@@ -44,7 +44,7 @@ QUICK = [("memory", 10**3), ("memory", 10**4), ("sqlite", 10**3), ("sqlite", 10*
 
 
 def run_pybb(backend: str, n: int, db: str) -> dict[str, Any]:
-    from pybb.testing import w1, w1_expected, w1_outcomes
+    from pybb.workloads import w1, w1_expected, w1_outcomes
 
     store = None if backend == "memory" else f"sqlite:///{db}"
     started = time.perf_counter()

@@ -1,12 +1,12 @@
-"""In-memory fills of pybb's seams and the reference workloads, for tests and benchmarks.
+"""In-memory fills of pybb's seams and aids to compare runs, for tests and benchmarks.
 
 * :class:`FakeClock` drives retry back-off without waiting.
 * :class:`RecordingObserver` keeps every escalation, resolution, cycle and halt it is told.
-* :func:`w1` builds workload W1 (the repair ladder of issue 3) and :func:`w1_expected`
-  says how it must end; :func:`w1_app` is W1 as a ``pybb worker`` application;
-  :func:`pair` builds the seed's ``example_pair``.
 * :func:`entries_digest` digests every entry's own history, whatever order writers
   interleaved in: one worker and many give the same digest.
+
+The reference workloads (W1, the seed's pair) live in :mod:`pybb.workloads`; they are
+re-exported here for the tests that import them from this module.
 """
 
 from __future__ import annotations
@@ -15,18 +15,21 @@ import hashlib
 import json
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from blackboard.stores import Store
-from pybb._engine.blackboard import Blackboard
-from pybb._engine.controller import Controller
+from pybb import Blackboard, ControllerObserver, CycleReport, Escalation, Resolution, RunSummary
 from pybb._engine.projection import CYCLE, KINDS
-from pybb._engine.seams import ControllerObserver
-from pybb._engine.source import KnowledgeSource
-from pybb._engine.types import BlackboardEntry, CycleReport, Escalation, Resolution, RunSummary
-
-if TYPE_CHECKING:
-    from pybb._engine.worker import AppContext
+from pybb.workloads import (
+    Decrement,
+    FixComponent,
+    ZeroEven,
+    less_than_3,
+    pair,
+    w1,
+    w1_app,
+    w1_expected,
+    w1_outcomes,
+)
 
 __all__ = [
     "Decrement",
@@ -35,6 +38,7 @@ __all__ = [
     "RecordingObserver",
     "ZeroEven",
     "entries_digest",
+    "less_than_3",
     "pair",
     "w1",
     "w1_app",
@@ -100,99 +104,6 @@ class RecordingObserver(ControllerObserver):
         self.halts.append(summary)
 
 
-class Decrement(KnowledgeSource):
-    """W1's first tier: the measurement minus one, per attempt."""
-
-    def execute(self, blackboard: Blackboard, key: str) -> Any:
-        """Return the measurement minus one."""
-        return blackboard.get_entry(key).measurement - 1
-
-
-class ZeroEven(KnowledgeSource):
-    """W1's second tier: an even measurement becomes 0; an odd one stays as it is."""
-
-    def execute(self, blackboard: Blackboard, key: str) -> Any:
-        """Return 0 for an even measurement, else the measurement unchanged."""
-        measurement = blackboard.get_entry(key).measurement
-        return 0 if measurement % 2 == 0 else measurement
-
-
-class FixComponent(KnowledgeSource):
-    """A component-scoped source that writes ``fix(value)`` to its component.
-
-    Args:
-        name: The source's name.
-        max_attempts: Its attempts per entry.
-        component: Its component.
-        fix: The repair, old component value to new one.
-    """
-
-    def __init__(
-        self, name: str, max_attempts: int, *, component: str, fix: Any, **options: Any
-    ) -> None:
-        super().__init__(name, max_attempts, component=component, **options)
-        self.fix = fix
-
-    def execute(self, blackboard: Blackboard, key: str) -> Any:
-        """Write the repaired component."""
-        component = self.component
-        assert component is not None
-        value = blackboard.get_entry(key).measurement[component]
-        blackboard.write_component(key, component, self.fix(value))
-        return None
-
-
-def less_than_3(measurement: Any) -> bool:
-    """W1's predicate."""
-    return bool(measurement < 3)
-
-
-def is_positive(measurement: Any) -> bool:
-    """The pair's ``y`` condition."""
-    return bool(measurement > 0)
-
-
-def w1(
-    n: int,
-    store: str | Store | None = None,
-    *,
-    board_id: str = "w1",
-    max_cycles: int = 1000,
-    write: bool = True,
-) -> tuple[Blackboard, Controller]:
-    """Workload W1: ``n`` entries ``e{i}`` with measurement ``i % 10``, predicate ``less_than_3``.
-
-    One predicate route for all of them: on_fail = [``decrement`` (3 attempts),
-    ``zero_even`` (1 attempt)]. Entries are written in one transaction unless
-    ``write`` is false (e.g. to resume a stored board without writing them again).
-    """
-    board = Blackboard(store, board_id)
-    controller = Controller(board, max_cycles=max_cycles)
-    controller.register_predicate("less_than_3", less_than_3)
-    controller.route_predicate(
-        "less_than_3", on_fail=[Decrement("decrement", 3), ZeroEven("zero_even", 1)]
-    )
-    if write:
-        with board.batch():
-            for i in range(n):
-                board.write_entry(
-                    f"e{i}", BlackboardEntry(predicate="less_than_3", measurement=i % 10)
-                )
-    return board, controller
-
-
-def w1_app(context: AppContext) -> Controller:
-    """W1 as a ``pybb worker`` application (``--app w1``): its controller, no entries written.
-
-    Option ``max_cycles`` (default 1000) is the controller's cycle limit.
-    """
-    max_cycles = int(context.options.get("max_cycles", "1000"))
-    _, controller = w1(
-        0, context.store, board_id=context.board_id, max_cycles=max_cycles, write=False
-    )
-    return controller
-
-
 def entries_digest(board: Blackboard) -> str:
     """SHA-256 of every entry's own history, blind to how writers interleaved.
 
@@ -213,58 +124,3 @@ def entries_digest(board: Blackboard) -> str:
         )
     text = json.dumps(histories, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def w1_expected(n: int) -> dict[str, int]:
-    """How W1 must end: per outcome, the number of entries (computed, not recorded)."""
-    counts = {"pass": 0, "decrement": 0, "zero_even": 0, "escalated": 0}
-    for i in range(n):
-        m = i % 10
-        if m < 3:
-            counts["pass"] += 1
-        elif m - 3 < 3:
-            counts["decrement"] += 1
-        elif m % 2 == 0:
-            counts["zero_even"] += 1
-        else:
-            counts["escalated"] += 1
-    return counts
-
-
-def w1_outcomes(board: Blackboard) -> dict[str, int]:
-    """How a W1 board ended, read from its entries' histories on the board."""
-    counts = {"pass": 0, "decrement": 0, "zero_even": 0, "escalated": 0}
-    for key in board._state.entries:
-        entry = board._state.entries[key]
-        if entry.segment.value == "escalate":
-            counts["escalated"] += 1
-        elif not entry.ks_history:
-            counts["pass"] += 1
-        elif "zero_even" in entry.ks_history:
-            counts["zero_even"] += 1
-        else:
-            counts["decrement"] += 1
-    return counts
-
-
-def pair(
-    store: str | Store | None = None, *, board_id: str = "pair"
-) -> tuple[Blackboard, Controller]:
-    """The seed's ``example_pair``: ``{"x": 5, "y": -2}`` with x < 3 and y > 0.
-
-    ``fix_x`` (3 attempts) decrements x; ``fix_y`` (2 attempts) takes y's absolute value.
-    """
-    board = Blackboard(store, board_id)
-    controller = Controller(board, max_cycles=100)
-    controller.register_predicate("less_than_3", less_than_3)
-    controller.register_predicate("is_positive", is_positive)
-    fix_x = FixComponent("fix_x", 3, component="x", fix=lambda x: x - 1)
-    fix_y = FixComponent("fix_y", 2, component="y", fix=abs)
-    controller.route("p1", on_fail=[fix_x, fix_y])
-    board.write_entry(
-        "p1",
-        BlackboardEntry(
-            conditions={"x": "less_than_3", "y": "is_positive"}, measurement={"x": 5, "y": -2}
-        ),
-    )
-    return board, controller

@@ -20,7 +20,7 @@ from pybb import (
     KnowledgeSource,
     RetryPolicy,
 )
-from pybb.testing import Decrement, FixComponent, ZeroEven
+from pybb.workloads import Decrement, FixComponent, ZeroEven
 
 ANSWER_AT = datetime(2026, 2, 3, 4, 5, 6, tzinfo=UTC)
 

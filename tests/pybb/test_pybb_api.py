@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import pybb
-from pybb._cli import build_parser, main
+from pybb.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,6 +107,40 @@ def test_the_command_line_lists_its_commands_and_runs_the_demo(
     assert "'escalated': 60" in out and "cycle 3" in out
     assert main(["demo", "--db", str(tmp_path / "w1.db"), "-n", "300"]) == 0  # resumes: same end
     assert main([]) == 2
+
+
+# The engine's modules as they were named before they moved into pybb/_engine/ (issue 12):
+# a module of that name elsewhere would read as a second engine.
+ENGINE_NAMES = {
+    f"_{name}.py"
+    for name in (
+        "attempt", "blackboard", "controller", "entries", "seams", "source", "state",
+        "status", "types", "values", "worker",
+    )
+}  # fmt: skip
+
+
+def test_the_folders_tell_the_engine_from_the_applications() -> None:
+    package = REPO / "src" / "pybb"
+    assert {p.name for p in package.iterdir() if p.name != "__pycache__"} == {
+        "__init__.py", "__main__.py", "errors.py", "testing.py", "py.typed",
+        "_engine", "attestation", "cli", "human", "inbox", "supervision", "workloads",
+    }  # fmt: skip
+    elsewhere = {
+        str(p.relative_to(package))
+        for p in package.rglob("_*.py")
+        if "_engine" not in p.parts and p.name in ENGINE_NAMES
+    }
+    assert not elsewhere, f"named like the engine's modules: {sorted(elsewhere)}"
+
+
+def test_python_dash_m_pybb_is_the_command_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pybb", "--help"], capture_output=True, text=True, check=True
+    )
+    for command in ("demo", "attest", "inbox", "worker"):
+        assert command in done.stdout
+    assert done.stdout.startswith("usage: pybb ")
 
 
 def test_the_example_pair_runs_as_a_script(tmp_path: Path) -> None:

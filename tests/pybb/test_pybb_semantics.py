@@ -26,7 +26,8 @@ from pybb import (
     Stage,
 )
 from pybb._engine.projection import ATTEMPTS
-from pybb.testing import FakeClock, FixComponent, RecordingObserver
+from pybb.testing import FakeClock, RecordingObserver
+from pybb.workloads import FixComponent
 
 OpenBoard = Callable[..., Blackboard]
 

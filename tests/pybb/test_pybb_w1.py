@@ -10,7 +10,7 @@ from pybb_sources import Dec
 
 from pybb import Blackboard, BlackboardEntry, Controller, HaltReason
 from pybb._engine.projection import Projection
-from pybb.testing import w1, w1_expected, w1_outcomes
+from pybb.workloads import w1, w1_expected, w1_outcomes
 
 
 def test_w1_ends_with_the_exact_counts(local_store_spec: Any) -> None:

@@ -15,13 +15,12 @@ others wrote since, never a re-read of the board. The run is done when every ent
 good standing, escalated or resolved: no entry is left for anyone to claim.
 
 Sources, predicates and routes are code, not data: a worker builds its controller with an
-*application*, a function ``app(context) -> Controller`` it loads by name
-(:func:`load_app`): a short name from :data:`APPS` or any ``"module:function"``.
+*application*, a function ``app(context) -> Controller`` (:data:`WorkerApp`); the
+command line loads one by name (``pybb.cli.worker.load_app``).
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import logging
 import os
@@ -41,22 +40,14 @@ from pybb._engine.types import Segment
 from pybb.errors import BoardClosedError, PybbError
 
 __all__ = [
-    "APPS",
     "AppContext",
     "Worker",
     "WorkerApp",
     "WorkerSettings",
     "WorkerSummary",
-    "load_app",
 ]
 
 _log = logging.getLogger("pybb.worker")
-
-APPS: Mapping[str, str] = {
-    "w1": "pybb.testing:w1_app",
-    "attest": "pybb._apps:attest_app",
-}
-"""The applications a worker knows by a short name, and where each lives."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,33 +71,6 @@ WorkerApp = Callable[[AppContext], Controller]
 It opens the blackboard on ``context.store`` and ``context.board_id`` with the regions
 the run was created with, and must not write entries: the run's submitter does.
 """
-
-
-def load_app(spec: str) -> WorkerApp:
-    """The application ``spec`` names: a short name from :data:`APPS`, or ``module:function``.
-
-    Raises:
-        PybbError: The name is unknown, its module cannot be imported, or it is not callable.
-    """
-    path = APPS.get(spec, spec)
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise PybbError(
-            f"application {spec!r} is neither a known name ({', '.join(sorted(APPS))}) nor "
-            "'module:function'; give e.g. --app w1 or --app mypackage.apps:build"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise PybbError(f"application {spec!r}: cannot import {module_name!r}: {exc}") from exc
-    app = getattr(module, attribute, None)
-    if not callable(app):
-        raise PybbError(
-            f"application {spec!r}: {module_name} has no function {attribute!r}; an application "
-            "is a function app(context) -> Controller"
-        )
-    built: WorkerApp = app
-    return built
 
 
 @dataclass(frozen=True, slots=True)

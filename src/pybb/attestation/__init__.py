@@ -75,6 +75,7 @@ from pybb.attestation._report import (
     TierReport,
 )
 from pybb.attestation._slots import Allowlist, Slot
+from pybb.attestation._tcg import KNOWN_ALGORITHMS, DigestAlgorithm, EventType, event_type_name
 from pybb.attestation._tpm import (
     TpmFormatError,
     TpmsAttest,
@@ -91,7 +92,6 @@ from pybb.attestation._tree import (
     accept_digest,
     read_allowlist,
 )
-from pybb.attestation._types import KNOWN_ALGORITHMS, DigestAlgorithm, EventType, event_type_name
 
 __all__ = [
     "ALLOWLIST",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pybb.attestation import _efi
 from pybb.attestation._devicepath import device_path_to_text
-from pybb.attestation._types import KNOWN_ALGORITHMS, EventType, event_type_name
+from pybb.attestation._tcg import KNOWN_ALGORITHMS, EventType, event_type_name
 
 __all__ = ["Decoded", "decode", "hex_preview"]
 

@@ -59,7 +59,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from pybb.attestation import _efi
-from pybb.attestation._types import EventType, hash_constructor
+from pybb.attestation._tcg import EventType, hash_constructor
 
 if TYPE_CHECKING:
     from pybb.attestation._eventlog import Event

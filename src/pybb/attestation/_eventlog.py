@@ -25,7 +25,7 @@ from types import MappingProxyType
 from pybb.attestation import _eventdata
 from pybb.attestation._describe import decode
 from pybb.attestation._errors import EventLogError, TruncatedLogError, UnknownAlgorithmError
-from pybb.attestation._types import KNOWN_ALGORITHMS, DigestAlgorithm, EventType, event_type_name
+from pybb.attestation._tcg import KNOWN_ALGORITHMS, DigestAlgorithm, EventType, event_type_name
 
 __all__ = [
     "MAX_LOG_FILE_SIZE",

@@ -73,6 +73,7 @@ from pybb.attestation._replay import PcrValues, Replayer, replay
 from pybb.attestation._report import DeviceOutcome, GroundTruth, Reason
 from pybb.attestation._signed import QuoteLedger, SignedQuote
 from pybb.attestation._slots import Slot
+from pybb.attestation._tcg import EventType, hash_constructor
 from pybb.attestation._tpm import (
     ALG_ECDSA,
     ClockInfo,
@@ -83,7 +84,6 @@ from pybb.attestation._tpm import (
     encode_tpmt_signature,
     pcr_digest,
 )
-from pybb.attestation._types import EventType, hash_constructor
 
 __all__ = ["DEFAULT_MIX", "TRUTH_KINDS", "builtin_classes", "builtin_logs", "generate_fleet"]
 

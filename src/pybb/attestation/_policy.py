@@ -33,7 +33,7 @@ from pybb.attestation._jsonfile import (
 )
 from pybb.attestation._replay import replay
 from pybb.attestation._slots import Allowlist, Slot
-from pybb.attestation._types import KNOWN_ALGORITHMS
+from pybb.attestation._tcg import KNOWN_ALGORITHMS
 
 __all__ = ["BANK_SIZES", "MAX_CLASS_FILE_SIZE", "DeviceClass", "Policy", "load_class"]
 

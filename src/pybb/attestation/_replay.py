@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from pybb.attestation._errors import EventLogError, UnknownAlgorithmError
 from pybb.attestation._eventlog import Event, EventLog, EventLogSource, load_event_log
-from pybb.attestation._types import DigestAlgorithm, EventType, HashFunction, hash_constructor
+from pybb.attestation._tcg import DigestAlgorithm, EventType, HashFunction, hash_constructor
 
 __all__ = ["PcrValues", "ReplayStep", "Replayer", "iter_replay", "replay"]
 

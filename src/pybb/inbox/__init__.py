@@ -5,10 +5,10 @@ Serve it with ``pybb inbox --store sqlite:///run.db``, or build it in your own p
     tokens = TokenTable()
     print(tokens.issue("alice"))          # shown once; the table keeps only its digest
     app = create_app(attach_run("sqlite:///run.db"), tokens)
-    uvicorn.run(app, host="127.0.0.1", port=8765)
+    InboxServer("127.0.0.1", 8765).run(app)   # or any ASGI server, e.g. uvicorn.run(app)
 
-:func:`create_app` needs the ``inbox`` extra (``pip install 'mrpybb[inbox]'``); the
-rest of this package does not, so it is imported lazily.
+:func:`create_app` and serving need the ``inbox`` extra (``pip install 'mrpybb[inbox]'``);
+the rest of this package does not, so it is imported lazily.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pybb.inbox._budget import (
     ScopeUsage,
 )
 from pybb.inbox._errors import BoardNotFoundError, InboxDependencyError, InboxError, TokenError
+from pybb.inbox._serve import InboxServer
 from pybb.inbox._settings import LOOPBACK_HOSTS, InboxSettings, RateLimit
 from pybb.inbox._tokens import TOKEN_PREFIX, TokenInfo, TokenTable
 
@@ -38,6 +39,7 @@ __all__ = [
     "BudgetView",
     "InboxDependencyError",
     "InboxError",
+    "InboxServer",
     "InboxSettings",
     "NoBudget",
     "PremiseBudgetView",

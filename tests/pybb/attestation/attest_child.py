@@ -12,8 +12,8 @@ import os
 import sys
 
 from pybb import Controller
-from pybb._cli import main
 from pybb.attestation._tree import Attestation
+from pybb.cli import main
 
 crash_after = int(os.environ.get("ATTEST_CRASH_AFTER_WRITES", "0"))
 if crash_after:

@@ -1,6 +1,6 @@
 """Resume after SIGKILL: ``pybb attest`` killed at random times, restarted, gives the same report.
 
-The child is the real command line (``attest_child.py`` wraps ``pybb._cli.main``) on a
+The child is the real command line (``attest_child.py`` wraps ``pybb.cli.main``) on a
 SQLite board, attesting a 300-device demo fleet in chunks of 10. The parent kills it
 with SIGKILL at a uniformly random time of the undisturbed run, checks the board file
 with plain ``sqlite3``, and starts it again on the same ``--store`` until it exits 0;

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pybb._cli import main
+from pybb.cli import main
 from pybb.attestation import Reason, builtin_logs, replay
 from pybb.attestation._quote import (
     AttestationKey,
@@ -190,7 +190,7 @@ def test_verify_refuses_what_is_not_an_evidence_dir_and_the_old_forms_still_pars
     (tmp_path / "empty").mkdir()
     assert main(["attest", "verify", str(tmp_path / "empty"), *store]) == 2
     assert "no device folders" in capsys.readouterr().err
-    from pybb._cli import build_parser
+    from pybb.cli import build_parser
 
     parsed: argparse.Namespace = build_parser().parse_args(["attest", "--demo", "3"])
     assert parsed.demo == 3 and parsed.folder is None

@@ -10,7 +10,7 @@ import pytest
 
 import pybb.attestation as att
 from pybb.attestation import _replay
-from pybb.attestation._types import HashFunction
+from pybb.attestation._tcg import HashFunction
 
 
 def _hex(pcrs: dict[str, dict[int, bytes]]) -> dict[str, dict[int, str]]:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from swtpm_support import MISSING, SoftwareTpm
 
-from pybb._cli import main
+from pybb.cli import main
 from pybb.attestation import DeviceClass, builtin_logs, parse_event_log
 from pybb.attestation._registry import Registry
 

@@ -43,7 +43,7 @@ def _wrappers(folder: Path, env: dict[str, str]) -> None:
     folder.mkdir()
     python = shlex.quote(sys.executable)
     scripts = {
-        "pybb": f'exec {python} -m pybb._cli "$@"\n',
+        "pybb": f'exec {python} -m pybb "$@"\n',
         "python3": f'exec {python} "$@"\n',
     }
     for tool in ("tpm2_createek", "tpm2_createak", "tpm2_quote"):

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pybb._cli import build_parser, main
 from pybb.attestation import Attestation, generate_fleet
-from pybb.attestation._command import _run
+from pybb.cli import build_parser, main
+from pybb.cli.attest import _run
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def attest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pybb._cli", "attest", *args],
+        [sys.executable, "-m", "pybb", "attest", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -378,7 +378,7 @@ def run_command(*args: str, env: dict[str, str] | None = None) -> Iterator[Serve
     Its output is drained all along (a full pipe would block its logging, and with it
     the server), and kept on ``out``/``err`` once it has stopped.
     """
-    command = [sys.executable, "-m", "pybb._cli", "inbox", *args, "--port", "0"]
+    command = [sys.executable, "-m", "pybb", "inbox", *args, "--port", "0"]
     process = subprocess.Popen(
         command,
         env={**os.environ, **(env or {})},

@@ -34,6 +34,8 @@ from inbox_support import (
 
 import pybb.inbox as inbox
 from blackboard import Agent, Level, Premise, create_model
+from pybb.cli.inbox import register as add_inbox_command
+from pybb.cli.inbox import run_inbox
 from pybb.errors import PybbError
 from pybb.human import HUMAN_REGIONS, AskStatus, ask_state, post_ask
 from pybb.inbox import (
@@ -45,7 +47,6 @@ from pybb.inbox import (
     TokenTable,
     attach_run,
 )
-from pybb.inbox._command import add_inbox_command, run_inbox
 from pybb.inbox._logs import RedactQueryStrings
 
 # -- the public face ---------------------------------------------------------------------------
@@ -75,7 +76,7 @@ def test_the_human_loop_and_the_inbox_import_nothing_of_buddhi() -> None:
 
 
 def test_the_web_dependencies_are_imported_only_when_the_app_is_built() -> None:
-    loaded = _loaded_after("import pybb.inbox, pybb.inbox._command")
+    loaded = _loaded_after("import pybb.inbox, pybb.cli.inbox")
     assert not loaded & {"starlette", "uvicorn", "jinja2", "multipart", "python_multipart"}
 
 
@@ -327,6 +328,18 @@ def test_the_access_log_filter_cuts_query_strings() -> None:
 
 
 # -- the command -------------------------------------------------------------------------------
+
+
+def test_the_server_binds_at_once_serves_in_a_thread_and_stops(app: Any) -> None:
+    server = inbox.InboxServer("127.0.0.1", 0, quiet=True)
+    assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}/"
+    with pytest.raises(OSError, match="in use"):
+        inbox.InboxServer("127.0.0.1", server.port)  # refused before any app is built
+    with server.running(app) as url:
+        assert url == server.url
+        assert httpx.get(url + "api/me").status_code == 401
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url + "api/me", timeout=2)  # stopped, and its socket closed
 
 
 def _parse(*argv: str) -> argparse.Namespace:

@@ -144,7 +144,7 @@ def attest_inbox(tmp_path: Path) -> Iterator[Any]:
 
     def start(*args: str, store: Path) -> Command:
         command = [
-            sys.executable, "-m", "pybb._cli", "attest", *args, "--store", f"sqlite:///{store}",
+            sys.executable, "-m", "pybb", "attest", *args, "--store", f"sqlite:///{store}",
             "--report", str(tmp_path / "report.json"), "--inbox", "--inbox-port", "0",
             "--no-progress",
         ]  # fmt: skip

@@ -44,7 +44,7 @@ from pybb.supervision import (
     Supervisor,
     supervision_rule,
 )
-from pybb.testing import Decrement, ZeroEven, less_than_3
+from pybb.workloads import Decrement, ZeroEven, less_than_3
 
 PHASES = 3
 ENTRIES = 12

@@ -23,9 +23,11 @@ from pybb import (
     Worker,
     WorkerSettings,
 )
-from pybb._cli import main
-from pybb._engine.worker import APPS, load_app, run_worker
-from pybb.testing import entries_digest, w1, w1_app, w1_expected, w1_outcomes
+from pybb._engine.worker import run_worker
+from pybb.cli import main
+from pybb.cli.worker import APPS, load_app
+from pybb.testing import entries_digest
+from pybb.workloads import w1, w1_app, w1_expected, w1_outcomes
 from storekit import StoreSpec
 
 QUICK = WorkerSettings(lease=timedelta(seconds=5), batch=8, poll=timedelta(seconds=0.2))

@@ -18,8 +18,8 @@ import pytest
 
 from blackboard.stores import SQLiteStore
 from pybb import AppContext, PybbError, Worker, WorkerSettings, WorkerSummary
-from pybb._apps import attest_app
 from pybb.attestation import Attestation, generate_fleet
+from pybb.cli._attest_app import attest_app
 from pybb.supervision.attestation import DEFAULT_ASKS, SupervisedAttestation
 
 
@@ -73,7 +73,7 @@ def test_on_a_board_with_the_human_loop_workers_supervise_each_escalation_once(
 
 
 def test_a_board_that_is_not_an_attestation_board_is_refused(tmp_path: Path) -> None:
-    from pybb.testing import w1
+    from pybb.workloads import w1
 
     w1(3, SQLiteStore(tmp_path / "w1.db"), board_id="w1")
     with pytest.raises(PybbError, match="not an attestation board"):

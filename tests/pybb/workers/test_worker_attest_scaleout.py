@@ -59,7 +59,7 @@ def reference() -> dict[str, Any]:
 
 def attest(pg_run: PgRun, tmp_path: Path, *args: str, board: str = BOARD, demo: int = N) -> Any:
     command = [
-        sys.executable, "-m", "pybb._cli", "attest", "--demo", str(demo), "--store", pg_run.url,
+        sys.executable, "-m", "pybb", "attest", "--demo", str(demo), "--store", pg_run.url,
         "--board-id", board, "--report", str(tmp_path / "report.json"), "--no-progress", *args,
     ]  # fmt: skip
     return subprocess.run(
@@ -81,7 +81,7 @@ def submit(pg_run: PgRun, tmp_path: Path, *args: str) -> list[str]:
 def start_printed(words: list[str], name: str) -> subprocess.Popen[bytes]:
     """The printed command, run as printed (``pybb`` being this interpreter's)."""
     assert words[0] == "pybb"
-    command = [sys.executable, "-m", "pybb._cli", *words[1:], "--name", name, "--batch", "2"]
+    command = [sys.executable, "-m", "pybb", *words[1:], "--name", name, "--batch", "2"]
     return subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_environment()
     )
@@ -197,7 +197,7 @@ def test_another_fleet_or_a_memory_store_is_refused(pg_run: PgRun, tmp_path: Pat
     other = attest(pg_run, tmp_path, "--submit", demo=N + 1)
     assert other.returncode == 2 and "already attests fleet" in other.stderr, other.stderr
     assert pg_run.rows(BOARD) == rows
-    command = [sys.executable, "-m", "pybb._cli", "attest", "--demo", "5", "--submit",
+    command = [sys.executable, "-m", "pybb", "attest", "--demo", "5", "--submit",
                "--store", "memory://"]  # fmt: skip
     memory = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert memory.returncode == 2 and "other processes can open" in memory.stderr
@@ -221,7 +221,7 @@ def test_the_report_waits_until_the_workers_are_done(pg_run: PgRun, tmp_path: Pa
 def serve(pg_run: PgRun, tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
     """``pybb attest --inbox`` on the board, once it serves: its URL, token and process."""
     command = [
-        sys.executable, "-m", "pybb._cli", "attest", "--demo", str(N), "--store", pg_run.url,
+        sys.executable, "-m", "pybb", "attest", "--demo", str(N), "--store", pg_run.url,
         "--board-id", BOARD, "--report", str(tmp_path / "report.json"), "--inbox",
         "--inbox-port", "0", "--no-progress",
     ]  # fmt: skip

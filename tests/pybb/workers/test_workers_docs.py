@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from pybb._cli import build_parser
-from pybb._engine.worker import APPS
+from pybb.cli import build_parser
+from pybb.cli.worker import APPS
 from storekit import REPO
 
 PAGE = (REPO / "docs" / "workers.md").read_text()

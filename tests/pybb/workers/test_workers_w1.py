@@ -35,7 +35,8 @@ from workers_support import (
 )
 
 from pybb import Blackboard
-from pybb.testing import entries_digest, w1, w1_expected, w1_outcomes
+from pybb.testing import entries_digest
+from pybb.workloads import w1, w1_expected, w1_outcomes
 from storekit import sized
 
 __all__ = ["pg_run"]

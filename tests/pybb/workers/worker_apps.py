@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from pybb import AppContext, Blackboard, Controller
-from pybb.testing import Decrement, ZeroEven, less_than_3
+from pybb.workloads import Decrement, ZeroEven, less_than_3
 
 
 class _Ledger:

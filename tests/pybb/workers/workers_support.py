@@ -1,6 +1,6 @@
 """What the worker tests share: a PostgreSQL schema per test, worker processes, checkers.
 
-Worker processes are real ``python -m pybb._cli worker`` commands, as an operator starts
+Worker processes are real ``python -m pybb worker`` commands, as an operator starts
 them; they load test applications from ``worker_apps`` by ``module:function``. The board
 is read back with plain psycopg, not through the code under test.
 """
@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from blackboard.stores import MemoryStore
-from pybb.testing import entries_digest, w1
+from pybb.testing import entries_digest
+from pybb.workloads import w1
 from storekit import drop_pg_schema, new_pg_schema, pg_server
 
 HERE = Path(__file__).resolve().parent
@@ -91,7 +92,7 @@ def start_worker(
     options: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     command = [
-        sys.executable, "-m", "pybb._cli", "worker", "--store", url, "--run", board,
+        sys.executable, "-m", "pybb", "worker", "--store", url, "--run", board,
         "--app", app, "--name", name, "--lease", str(lease), "--batch", str(batch),
     ]  # fmt: skip
     for key, value in (options or {}).items():

@@ -17,9 +17,8 @@ from contextlib import contextmanager
 from rich.console import Console
 
 from blackboard import BlackboardError, ModelMismatchError
-from pybb.attestation._command import _fleet, board_mismatch, store_problem
-from pybb.attestation._fleet import Fleet, save_fleet
-from pybb.attestation._tree import Attestation
+from pybb.attestation import Attestation, Fleet, save_fleet
+from pybb.cli._attest_shared import board_mismatch, fleet_of, store_problem
 from pybb.errors import PybbError
 
 __all__ = ["run_submit"]
@@ -34,7 +33,7 @@ def run_submit(args: argparse.Namespace) -> int:
         errors.print(f"{command}: {problem}", markup=False, soft_wrap=True)
         return 2
     try:
-        fleet = _fleet(args)
+        fleet = fleet_of(args)
     except (PybbError, ValueError, OSError) as exc:
         errors.print(f"{command}: {exc}", markup=False, soft_wrap=True)
         return 2

@@ -1,14 +1,17 @@
 """The ``pybb`` command line: one subcommand per entry of :data:`COMMANDS`.
 
-A subcommand lives in its own module, in a function that takes the subparsers: it adds
-its parser with ``subparsers.add_parser(...)`` and sets ``handler`` to a function that
-takes the parsed arguments and returns the exit status::
+Each subcommand's code lives in one module of this package (``demo``, ``attest``,
+``inbox``, ``worker``; a module's private helpers beside it as ``_<module>_*.py``), in a
+function ``register`` that takes the subparsers: it adds its parser with
+``subparsers.add_parser(...)`` and sets ``handler`` to a function that takes the parsed
+arguments and returns the exit status::
 
     def register(subparsers):
         parser = subparsers.add_parser("attest", help="...")
         parser.set_defaults(handler=run)
 
-To add a subcommand, write such a function and add ``"module:function"`` to ``COMMANDS``.
+To add a subcommand, write such a module and add ``"module:function"`` to ``COMMANDS``.
+The modules are imported only when the parser is built, so ``import pybb.cli`` is cheap.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from collections.abc import Sequence
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 COMMANDS: tuple[str, ...] = (
-    "pybb._demo:register",
-    "pybb.attestation._command:register",
-    "pybb.inbox._command:add_inbox_command",
-    "pybb._worker_command:register",
+    "pybb.cli.demo:register",
+    "pybb.cli.attest:register",
+    "pybb.cli.inbox:register",
+    "pybb.cli.worker:register",
 )
 """``"module:function"`` of each function that adds a subcommand, in help order."""
 
@@ -50,7 +53,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     return int(handler(args))
-
-
-if __name__ == "__main__":  # pragma: no cover - the console script calls main()
-    sys.exit(main())

@@ -1,19 +1,35 @@
-"""``pybb worker``: one worker process of a run shared through PostgreSQL (or SQLite)."""
+"""``pybb worker``: one worker process of a run shared through PostgreSQL (or SQLite).
+
+Sources, predicates and routes are code, not data: a worker builds its controller with an
+*application*, a function ``app(context) -> Controller`` it loads by name
+(:func:`load_app`): a short name from :data:`APPS` or any ``"module:function"``. The
+registry lives here, with the command, so that the engine (``pybb.Worker``) names no
+application.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from blackboard import BlackboardError
 from blackboard.stores import open_store
-from pybb._engine.worker import APPS, Worker, WorkerSettings, load_app, run_worker
+from pybb import Worker, WorkerApp, WorkerSettings
+from pybb._engine.worker import run_worker
 from pybb.errors import PybbError
 
-__all__ = ["register", "run_command"]
+__all__ = ["APPS", "load_app", "register", "run_command"]
+
+APPS: Mapping[str, str] = {
+    "w1": "pybb.workloads:w1_app",
+    "attest": "pybb.cli._attest_app:attest_app",
+}
+"""The applications a worker knows by a short name, and where each lives."""
 
 _STOPPING = (signal.SIGTERM, signal.SIGINT)
 
@@ -94,6 +110,33 @@ def run_command(args: argparse.Namespace) -> int:
             f"settled, {summary.lost} claims lost"
         )
     return 0
+
+
+def load_app(spec: str) -> WorkerApp:
+    """The application ``spec`` names: a short name from :data:`APPS`, or ``module:function``.
+
+    Raises:
+        PybbError: The name is unknown, its module cannot be imported, or it is not callable.
+    """
+    path = APPS.get(spec, spec)
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise PybbError(
+            f"application {spec!r} is neither a known name ({', '.join(sorted(APPS))}) nor "
+            "'module:function'; give e.g. --app w1 or --app mypackage.apps:build"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PybbError(f"application {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    app = getattr(module, attribute, None)
+    if not callable(app):
+        raise PybbError(
+            f"application {spec!r}: {module_name} has no function {attribute!r}; an application "
+            "is a function app(context) -> Controller"
+        )
+    built: WorkerApp = app
+    return built
 
 
 def _options(pairs: list[str]) -> dict[str, str]:

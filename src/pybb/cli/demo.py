@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pybb.testing import pair, w1, w1_expected, w1_outcomes
+from pybb.workloads import pair, w1, w1_expected, w1_outcomes
 
 __all__ = ["register", "run_demo"]
 

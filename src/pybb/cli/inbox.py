@@ -1,27 +1,24 @@
-"""``pybb inbox``: serve a run's inbox on this machine.
-
-Register it in the command line's parser with::
-
-    add_inbox_command(subparsers)   # then dispatch: args.handler(args)
-"""
+"""``pybb inbox``: serve a run's inbox on this machine."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from pybb.inbox._attach import attach_run
-from pybb.inbox._errors import InboxError
-from pybb.inbox._logs import redact_access_log
-from pybb.inbox._settings import LOOPBACK_HOSTS, InboxSettings
-from pybb.inbox._tokens import TokenTable
+from pybb.inbox import (
+    LOOPBACK_HOSTS,
+    InboxError,
+    InboxServer,
+    InboxSettings,
+    TokenTable,
+    attach_run,
+)
 
-__all__ = ["TOKEN_ENV", "TOKEN_HUMAN_ENV", "add_inbox_command", "run_inbox"]
+__all__ = ["TOKEN_ENV", "TOKEN_HUMAN_ENV", "register", "run_inbox"]
 
 TOKEN_ENV = "PYBB_INBOX_TOKEN"
 """An environment variable holding a token to accept (it is never printed)."""
@@ -31,7 +28,7 @@ TOKEN_HUMAN_ENV = "PYBB_INBOX_HUMAN"
 _DEFAULT_HUMAN = "operator"
 
 
-def add_inbox_command(
+def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
     """Add the ``inbox`` subcommand; its handler is ``args.handler``."""
@@ -74,7 +71,7 @@ def run_inbox(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """Serve the inbox until interrupted; return the exit status."""
     out = out or sys.stdout
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - checked here so a missing extra fails early
 
         from pybb.inbox import create_app
     except ImportError as exc:
@@ -87,22 +84,19 @@ def run_inbox(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         return 2
     try:
         tokens = _tokens(args, out)
-        sock = _bind(args.host, args.port)
+        server = InboxServer(args.host, args.port)
     except (InboxError, OSError) as exc:
         model.close()
         print(f"pybb inbox: {exc}", file=sys.stderr)
         return 2
     settings = InboxSettings(allowed_hosts=(*LOOPBACK_HOSTS, args.host, *args.allow_host))
     app = create_app(model, tokens, settings=settings)
-    port = sock.getsockname()[1]
-    print(f"pybb inbox for run {model.board_id!r}: {_url(args.host, port)}", file=out, flush=True)
-    redact_access_log()
+    print(f"pybb inbox for run {model.board_id!r}: {server.url}", file=out, flush=True)
     try:
-        uvicorn.Server(_config(uvicorn, app, args.host, port)).run(sockets=[sock])
+        server.run(app)
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled; we are done
         print("pybb inbox: stopped", file=out)
     finally:
-        sock.close()
         model.close()
     return 0
 
@@ -129,37 +123,3 @@ def _tokens(args: argparse.Namespace, out: TextIO) -> TokenTable:
 def _has_usable(tokens: TokenTable) -> bool:
     now = tokens.now()
     return any(info.valid_at(now) for info in tokens.entries())
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    # Name the protocol: asyncio sets TCP_NODELAY only on sockets whose proto is TCP, and
-    # without it every keep-alive response waits ~40 ms for a delayed ACK.
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def _url(host: str, port: int) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/"
-
-
-def _config(uvicorn: Any, app: Any, host: str, port: int) -> Any:
-    # The access log prints method and path only; tokens never travel in URLs.
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="info",
-        access_log=True,
-        server_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=3,
-    )

@@ -9,7 +9,7 @@
 
 ``pybb attest FOLDER`` and ``pybb attest --demo N`` stay as they were: the ``attest``
 parser hands its arguments to these subcommands only when the first one is one of
-their names (:func:`hook`). The registry (AKs, nonces, clocks, classes) is the board
+their names (``pybb.cli.attest``). The registry (AKs, nonces, clocks, classes) is the board
 ``attest-registry`` in the store (``--registry`` to choose another).
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,50 +25,21 @@ from typing import Any
 from rich.console import Console
 
 from blackboard import BlackboardError
+from pybb.attestation import Attestation
 from pybb.attestation._evidence_dir import EVENT_LOG_CAP, Caps, load_evidence_dir
 from pybb.attestation._fleet_errors import FleetError
 from pybb.attestation._quote import MAX_AK_FILE_SIZE, load_attestation_key
 from pybb.attestation._registry import NONCE_TTL, REGISTRY_BOARD, Registry
 from pybb.attestation._report import DeviceOutcome
+from pybb.cli._attest_shared import print_report
 from pybb.errors import PybbError
 
-__all__ = ["SUBCOMMANDS", "hook"]
+__all__ = ["SUBCOMMANDS", "add"]
 
 SUBCOMMANDS = ("enroll", "revoke", "challenge", "verify")
 """The words that, first after ``pybb attest``, select a subcommand of this module."""
 
 _DEFAULT_STORE = "sqlite:///pybb-attest.db"
-
-
-def hook(parser: argparse.ArgumentParser) -> None:
-    """Make the ``attest`` parser hand ``enroll|revoke|challenge|verify ...`` to these commands.
-
-    ``attest`` has an optional positional FOLDER, which argparse cannot combine with
-    subparsers; so the parser looks at the first word instead (a fleet folder named
-    like a subcommand is given as ``./verify``).
-    """
-    sub = argparse.ArgumentParser(prog=parser.prog, add_help=False)
-    commands = sub.add_subparsers(metavar="COMMAND")
-    _add(commands)
-    original = parser.parse_known_args
-
-    def parse_known_args(  # type: ignore[no-untyped-def]
-        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ):
-        words = list(sys.argv[1:] if args is None else args)
-        if words and words[0] in SUBCOMMANDS:
-            return sub.parse_known_args(words, namespace)
-        return original(words, namespace)
-
-    parser.parse_known_args = parse_known_args  # type: ignore[method-assign,assignment]
-    parser.epilog = (parser.epilog or "") + (
-        "Real machines (tpm2-tools files):\n"
-        "  pybb attest enroll DEVICE --ak AK.pem --class CLASS [--replace]\n"
-        "  pybb attest revoke DEVICE\n"
-        "  pybb attest challenge DEVICE        (prints a fresh nonce, hex)\n"
-        "  pybb attest verify EVIDENCE_DIR [--report FILE]\n"
-        "See pybb attest COMMAND -h."
-    )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +55,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", default="operator", help="who makes the change (on the record)")
 
 
-def _add(commands: Any) -> None:
+def add(commands: Any) -> None:
+    """Add this module's subcommands of ``pybb attest`` to ``commands``."""
     enroll = commands.add_parser(
         "enroll",
         prog="pybb attest enroll",
@@ -209,9 +180,6 @@ def run_challenge(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``pybb attest verify``."""
-    from pybb.attestation._command import _print
-    from pybb.attestation._tree import Attestation
-
     console = Console(highlight=False)
     if args.max_log_size < 1:
         return _fail("verify", f"--max-log-size must be positive, got {args.max_log_size}")
@@ -227,7 +195,7 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail("verify", exc)
     except (PybbError, BlackboardError, ValueError, OSError) as exc:
         return _fail("verify", exc)
-    _print(console, report, args.examples)
+    print_report(console, report, args.examples)
     data = {"store": args.store, "board_id": board_id, **report.to_json()}
     try:
         args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -12,7 +12,7 @@ refused: a reference must not start from a lie.
 digests (shortened), what was measured, and whether the data matches the digest.
 
 Both are words after ``pybb attest`` (its optional FOLDER cannot be combined with
-argparse subparsers): :func:`hook` hands ``attest policy|show ...`` to the parsers here.
+argparse subparsers): ``pybb.cli.attest`` hands ``attest policy|show ...`` to the parsers here.
 """
 
 from __future__ import annotations
@@ -34,48 +34,20 @@ from pybb.attestation._eventdata import DataStatus, check_event
 from pybb.attestation._eventlog import MAX_PCR_INDEX, EventLog, read_event_log
 from pybb.attestation._fleet_errors import FleetError, PolicyError
 from pybb.attestation._policy import DeviceClass
+from pybb.attestation._registry import REGISTRY_BOARD, Registry
 
-__all__ = ["REGISTRY_BOARD", "SUBCOMMANDS", "enrol_class", "hook"]
+__all__ = ["REGISTRY_BOARD", "SUBCOMMANDS", "add", "enrol_class"]
 
 SUBCOMMANDS = ("policy", "show")
 """The words after ``pybb attest`` that this module's parsers take."""
 
-REGISTRY_BOARD = "attest-registry"
-"""The registry board classes are enrolled on unless told otherwise (see ``_registry``)."""
 
 _DEFAULT_STORE = "sqlite:///pybb-attest.db"
 _DIGEST_CHARS = 16
 
 
-def hook(parser: argparse.ArgumentParser) -> None:
-    """Make the ``attest`` parser hand ``policy ...`` and ``show ...`` to this module.
-
-    The parser's ``parse_known_args`` is wrapped, so other hooks compose: each looks at
-    the first word and passes anything else on. A fleet folder named like a
-    subcommand is given as ``./policy``.
-    """
-    sub = argparse.ArgumentParser(prog=parser.prog, add_help=False)
-    commands = sub.add_subparsers(metavar="COMMAND")
-    _add(commands)
-    original = parser.parse_known_args
-
-    def parse_known_args(  # type: ignore[no-untyped-def]
-        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ):
-        words = list(sys.argv[1:] if args is None else args)
-        if words and words[0] in SUBCOMMANDS:
-            return sub.parse_known_args(words, namespace)
-        return original(words, namespace)
-
-    parser.parse_known_args = parse_known_args  # type: ignore[method-assign,assignment]
-    parser.epilog = (parser.epilog or "") + (
-        "\nClasses and logs:\n"
-        "  pybb attest policy CLASS --golden GOLDEN.bin [--require-secure-boot] [--store URL]\n"
-        "  pybb attest show LOG                (the event log as a table)\n"
-    )
-
-
-def _add(commands: Any) -> None:
+def add(commands: Any) -> None:
+    """Add this module's subcommands of ``pybb attest`` to ``commands``."""
     policy = commands.add_parser(
         "policy",
         prog="pybb attest policy",
@@ -201,13 +173,6 @@ def enrol_class(store: str, board_id: str, device_class: DeviceClass, *, by: str
     Raises:
         FleetError: The store or the registry cannot be used.
     """
-    try:
-        from pybb.attestation._registry import Registry  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - a build without the quote verifier
-        raise FleetError(
-            "this pybb has no registry board to enrol classes on",
-            hint="write the class file with --out FILE --no-store and put it in a fleet folder",
-        ) from None
     try:
         with Registry(store, board_id, writer=by) as registry:
             version: int = registry.add_class(device_class, by=by)

@@ -1,25 +1,25 @@
-"""Applications ``pybb worker`` knows by name (see ``pybb._engine.worker.APPS``) beyond W1.
+"""``pybb worker --app attest``: the other half of ``pybb attest --submit``.
 
-``attest``: the attestation decision tree (``pybb.attestation``) on a board that
-``pybb attest --submit`` (or ``pybb attest``) created. The fleet is the one the board
-names: a demo fleet (``demo-<n>-seed-<seed>``) is generated again, identically, on the
-worker; a fleet folder is given with ``--app-option fleet=PATH`` (every worker needs its
-evidence files). A board created with ``--inbox`` holds the human loop: each worker's
-escalations then go through the buddhi supervisor as they happen and become asks, the
-budget kept on the run's own board, so admission stays atomic across workers.
+The application ``attest`` of ``pybb.cli.worker.APPS``: the attestation decision tree
+(``pybb.attestation``) on a board that ``pybb attest --submit`` (or ``pybb attest``)
+created. The fleet is the one the board names: a demo fleet (``demo-<n>-seed-<seed>``)
+is generated again, identically, on the worker; a fleet folder is given with
+``--app-option fleet=PATH`` (every worker needs its evidence files). A board created with
+``--inbox`` holds the human loop: each worker's escalations then go through the buddhi
+supervisor as they happen and become asks, the budget kept on the run's own board, so
+admission stays atomic across workers.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from blackboard import BlackboardError, attach
-from pybb._engine.controller import Controller
+from pybb import AppContext, Controller
+from pybb.attestation import Attestation, generate_fleet, load_fleet
+from pybb.attestation._tree import FLEET
 from pybb.errors import PybbError
-
-if TYPE_CHECKING:
-    from pybb._engine.worker import AppContext
+from pybb.human import ASKS
 
 __all__ = ["attest_app"]
 
@@ -32,8 +32,6 @@ def attest_app(context: AppContext) -> Controller:
     Supervised (``SupervisedAttestation``'s controller, its supervisor bound) when the
     board holds the human loop; the plain ``Attestation`` controller otherwise.
     """
-    from pybb.attestation import Attestation, generate_fleet, load_fleet
-
     name, supervised = _board(context)
     folder = context.options.get("fleet")
     if folder is not None:
@@ -57,9 +55,6 @@ def attest_app(context: AppContext) -> Controller:
 
 def _board(context: AppContext) -> tuple[str, bool]:
     """The fleet's name the board records, and whether the board holds the human loop."""
-    from pybb.attestation._tree import FLEET
-    from pybb.human import ASKS
-
     model = attach(context.store, context.board_id)
     try:
         identity = model.reader.read_premise(FLEET).value

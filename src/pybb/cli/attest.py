@@ -3,16 +3,19 @@
 The board is kept in SQLite, by default in ``pybb-attest.db`` in the current directory,
 one board per fleet (``attest-<fleet name>``): running the same command again resumes a
 run that was stopped, or re-reads a finished one, and writes the same report.
+
+The command's code is this module and its private helpers beside it:
+``_attest_shared`` (the fleet, the board's checks, the tables), ``_attest_submit``
+(``--submit``) and ``_attest_inbox`` (``--inbox``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
-from collections import Counter
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,30 +28,21 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
-from blackboard import BlackboardError, ModelMismatchError, attach
-from pybb.attestation._fleet import Fleet, load_fleet, save_fleet
-from pybb.attestation._fleet_errors import FleetError
-from pybb.attestation._generate import generate_fleet
-from pybb.attestation._report import DeviceOutcome, FleetReport
-from pybb.attestation._tree import FLEET, Attestation
+from blackboard import BlackboardError, ModelMismatchError
+from pybb.attestation import Attestation, FleetReport, save_fleet
+from pybb.cli import _attest_policy, _attest_verify
+from pybb.cli._attest_shared import (
+    DEFAULT_REPORT,
+    DEFAULT_STORE,
+    board_mismatch,
+    fleet_of,
+    print_report,
+    workers_busy,
+)
 from pybb.errors import PybbError
 
-__all__ = [
-    "DEFAULT_REPORT",
-    "DEFAULT_STORE",
-    "board_mismatch",
-    "register",
-    "run_attest",
-    "store_problem",
-    "workers_busy",
-]
-
-DEFAULT_STORE = "sqlite:///pybb-attest.db"
-"""Where ``pybb attest`` keeps its boards unless told otherwise (the current directory)."""
-DEFAULT_REPORT = "pybb-report.json"
-"""Where ``pybb attest`` writes its JSON report unless told otherwise."""
+__all__ = ["register", "run_attest"]
 
 _DESCRIPTION = """\
 Attest a fleet of devices on the outcome-routed decision tree: the cheap check compares
@@ -130,27 +124,59 @@ def register(subparsers: Any) -> None:
         help="print an inbox token for this person (repeatable; default: operator)",
     )
     parser.set_defaults(handler=run_attest)
-    from pybb.attestation._policy_command import hook as policy_hook  # policy, show
-    from pybb.attestation._verify_command import hook  # enroll, revoke, challenge, verify
+    _subcommands(parser)
 
-    hook(parser)
-    policy_hook(parser)
+
+def _subcommands(parser: argparse.ArgumentParser) -> None:
+    """Hand ``pybb attest enroll|revoke|challenge|verify|policy|show ...`` to their parsers.
+
+    ``attest`` takes an optional FOLDER, which argparse cannot combine with subparsers;
+    so the first word decides (a fleet folder named like a subcommand is ``./verify``).
+    """
+    sub = argparse.ArgumentParser(prog=parser.prog, add_help=False)
+    commands = sub.add_subparsers(metavar="COMMAND")
+    _attest_verify.add(commands)
+    _attest_policy.add(commands)
+    words = (*_attest_verify.SUBCOMMANDS, *_attest_policy.SUBCOMMANDS)
+    whole = parser.parse_known_args
+
+    def parse_known_args(  # type: ignore[no-untyped-def]
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ):
+        given = list(sys.argv[1:] if args is None else args)
+        if given and given[0] in words:
+            return sub.parse_known_args(given, namespace)
+        return whole(given, namespace)
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign,assignment]
+    parser.epilog = (parser.epilog or "") + (
+        "Real machines (tpm2-tools files):\n"
+        "  pybb attest enroll DEVICE --ak AK.pem --class CLASS [--replace]\n"
+        "  pybb attest revoke DEVICE\n"
+        "  pybb attest challenge DEVICE        (prints a fresh nonce, hex)\n"
+        "  pybb attest verify EVIDENCE_DIR [--report FILE]\n"
+        "Classes and logs:\n"
+        "  pybb attest policy CLASS --golden GOLDEN.bin [--require-secure-boot] [--store URL]\n"
+        "  pybb attest show LOG                (the event log as a table)\n"
+        "See pybb attest COMMAND -h."
+    )
 
 
 def run_attest(args: argparse.Namespace) -> int:
     """Run ``pybb attest``; return its exit status."""
+    # Imported when asked for: the plain run loads neither the inbox nor buddhi.
     if getattr(args, "submit", False):
-        from pybb.attestation._submit import run_submit
+        from pybb.cli._attest_submit import run_submit
 
         return run_submit(args)
     if getattr(args, "inbox", False):
-        from pybb.supervision._attest_command import run_attest_inbox
+        from pybb.cli._attest_inbox import run_attest_inbox
 
         return run_attest_inbox(args)
     console = Console(highlight=False)
     errors = Console(stderr=True, highlight=False)
     try:
-        fleet = _fleet(args)
+        fleet = fleet_of(args)
         if args.save_fleet is not None:
             save_fleet(fleet, args.save_fleet)
             console.print(f"fleet written to {args.save_fleet}")
@@ -176,7 +202,7 @@ def run_attest(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         report = _run(attestation, errors, args.no_progress)
         seconds = time.perf_counter() - started
-    _print(console, report, args.examples)
+    print_report(console, report, args.examples)
     data = {"store": args.store, "board_id": attestation.board_id, **report.to_json()}
     try:
         args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -190,80 +216,6 @@ def run_attest(args: argparse.Namespace) -> int:
     )
     accuracy = report.accuracy
     return 0 if accuracy is None or accuracy == 1.0 else 1
-
-
-def _fleet(args: argparse.Namespace) -> Fleet:
-    if (args.folder is None) == (args.demo is None):
-        raise FleetError("give a fleet FOLDER or --demo N (one of them)", hint="see pybb attest -h")
-    if args.demo is not None:
-        if args.demo < 1:
-            raise FleetError(f"--demo needs a positive number of devices, got {args.demo}")
-        return generate_fleet(args.demo, seed=args.seed)
-    return load_fleet(args.folder)
-
-
-def store_problem(store: object) -> str | None:
-    """Why other processes could not open ``store`` (``None``: they can)."""
-    if isinstance(store, str) and store.startswith(("sqlite:", "postgresql:", "postgres:")):
-        return None
-    return (
-        f"--store {store!r} is not a store other processes can open; give a "
-        "postgresql://... URL (or sqlite:///path.db for workers on this machine)"
-    )
-
-
-def board_mismatch(store: str, board_id: str, *, inbox: bool = False) -> str:
-    """Why the board was declared otherwise than ``pybb attest [--inbox]`` declares it.
-
-    One line that says what to do instead: the kernel's own message carries both
-    declarations in full, which tells a person little.
-    """
-    from pybb.human import ASKS
-
-    try:
-        model = attach(store, board_id)
-    except BlackboardError:
-        regions: set[str] = set()
-    else:
-        regions = set(model.regions)
-        model.close()
-    if FLEET not in regions:
-        return (
-            f"board {board_id!r} in {store} is not an attestation board; give another "
-            "--board-id or --store"
-        )
-    if inbox and ASKS not in regions:
-        return (
-            f"board {board_id!r} was attested or submitted without --inbox, so it holds no "
-            "human loop; drop --inbox, or attest again on another --board-id or --store"
-        )
-    if not inbox and ASKS in regions:
-        return (
-            f"board {board_id!r} holds the human loop (it was attested or submitted with "
-            "--inbox); add --inbox, or give another --board-id or --store"
-        )
-    return (
-        f"board {board_id!r} was created by another version of pybb attest (its regions "
-        "differ); give another --board-id or --store"
-    )
-
-
-def workers_busy(attestation: Attestation) -> str | None:
-    """Why this process must not attest the board now: workers hold live claims on it.
-
-    A controller here would work the devices the workers hold without their fences;
-    lapsed claims (a killed worker's) do not count, their devices are done here instead.
-    """
-    now = datetime.now(UTC)
-    live = [c for c in attestation.blackboard.model.reader.claims() if c.expires > now]
-    if not live:
-        return None
-    holders = sorted({claim.holder for claim in live})
-    return (
-        f"{len(holders)} worker(s) (e.g. {holders[0]}) are still attesting board "
-        f"{attestation.board_id!r}, {len(live)} device(s) claimed; run this again once every "
-        "pybb worker has ended (each prints one line when it does)"
-    )
 
 
 def _run(attestation: Attestation, errors: Console, quiet: bool) -> FleetReport:
@@ -282,49 +234,3 @@ def _run(attestation: Attestation, errors: Console, quiet: bool) -> FleetReport:
             task, completed=done
         )
         return attestation.run(update)
-
-
-def _print(console: Console, report: FleetReport, examples: int) -> None:
-    console.print(_summary(report))
-    if report.accuracy is not None:
-        console.print(_accuracy(report))
-    shown: Counter[str] = Counter()
-    for result in report.devices:
-        if result.outcome is not DeviceOutcome.ESCALATED or result.report is None:
-            continue
-        reason = result.reason.value if result.reason else "?"
-        if shown[reason] < examples:
-            shown[reason] += 1
-            console.print(result.report.text(), markup=False)
-
-
-def _summary(report: FleetReport) -> Table:
-    table = Table(title="attestation summary")
-    for column in ("outcome", "reason", "decided by", "devices"):
-        table.add_column(column, justify="right" if column == "devices" else "left")
-    rows: dict[tuple[str, str], Counter[str]] = {}
-    for result in report.devices:
-        key = (result.outcome.value, result.reason.value if result.reason else "")
-        rows.setdefault(key, Counter())[result.tier.value if result.tier else "-"] += 1
-    order = [o.value for o in DeviceOutcome]
-    for (outcome, reason), tiers in sorted(
-        rows.items(), key=lambda r: (order.index(r[0][0]), r[0][1])
-    ):
-        by = ", ".join(f"{tier} {count}" for tier, count in sorted(tiers.items()))
-        table.add_row(outcome, reason, by, str(sum(tiers.values())))
-    table.add_section()
-    table.add_row("total", "", "", str(len(report.devices)))
-    return table
-
-
-def _accuracy(report: FleetReport) -> Table:
-    table = Table(title="accuracy against ground truth")
-    for column in ("ground truth", "devices", "landed as expected", "accuracy"):
-        table.add_column(column, justify="left" if column == "ground truth" else "right")
-    for kind, row in report.accuracy_by_kind().items():
-        share = row["correct"] / row["devices"]
-        table.add_row(kind, str(row["devices"]), str(row["correct"]), f"{share:.1%}")
-    table.add_section()
-    correct = sum(1 for r in report.devices if r.correct)
-    table.add_row("total", str(report.known), str(correct), f"{report.accuracy or 0:.1%}")
-    return table

@@ -1,9 +1,9 @@
 """``pybb attest --inbox``: attest a fleet and serve its inbox in one command.
 
-The inbox is served by uvicorn in a thread of this process, on its own connection to
-the same store (``pybb.inbox.attach_run``); the fleet runs in the main thread with its
-escalations supervised as they happen, and answers given while it runs take effect on
-the devices attested after them. Once the fleet is done the command keeps serving and
+The inbox is served in a thread of this process (``pybb.inbox.InboxServer``), on its
+own connection to the same store (``pybb.inbox.attach_run``); the fleet runs in the main
+thread with its escalations supervised as they happen, and answers given while it runs
+take effect on the devices attested after them. Once the fleet is done the command keeps serving and
 applying answers until Ctrl-C.
 """
 
@@ -12,19 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from blackboard import BlackboardError, Model, ModelMismatchError
 from pybb.attestation import FleetReport
-from pybb.attestation._command import _fleet, _print, board_mismatch, workers_busy
+from pybb.cli._attest_shared import board_mismatch, fleet_of, print_report, workers_busy
 from pybb.errors import PybbError
 from pybb.supervision.attestation import SupervisedAttestation
 
@@ -51,7 +48,7 @@ def run_attest_inbox(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        fleet = _fleet(args)
+        fleet = fleet_of(args)
         board_id = args.board_id or f"attest-{fleet.name}"
         session = SupervisedAttestation(
             fleet, store=args.store, board_id=board_id, chunk_size=args.chunk
@@ -86,7 +83,7 @@ def _serve(
                 f"board {session.board_id!r} in {args.store}; inbox at {url}"
             )
             report = _attest(session, errors, args.no_progress)
-            _print(console, report, args.examples)
+            print_report(console, report, args.examples)
             _write(args, session, report)
             console.print(
                 f"{len(session.run.open_asks())} ask(s) open; answer them at {url} "
@@ -131,57 +128,14 @@ def _write(args: argparse.Namespace, session: SupervisedAttestation, report: Fle
 @contextmanager
 def _inbox(model: Model, args: argparse.Namespace, console: Console) -> Iterator[str]:
     """Serve the inbox in a thread; print its URL and one token per person; stop after."""
-    import uvicorn
-
-    from pybb.inbox import InboxSettings, TokenTable, create_app
-    from pybb.inbox._logs import redact_access_log
+    from pybb.inbox import InboxServer, InboxSettings, TokenTable, create_app
 
     tokens = TokenTable()
     for human in args.inbox_human or [_DEFAULT_HUMAN]:
         token = tokens.issue(human)
         console.print(f"  token for human:{human.removeprefix('human:')}: {token}", markup=False)
-    sock = _bind(args.inbox_port)
-    url = f"http://{_HOST}:{sock.getsockname()[1]}/"
+    server = InboxServer(_HOST, args.inbox_port, quiet=True)
     app = create_app(model, tokens, settings=InboxSettings())
-    redact_access_log()
-    server = uvicorn.Server(_config(uvicorn, app))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        _wait(lambda: bool(server.started) or not thread.is_alive())
+    with server.running(app) as url:
         console.print(f"pybb inbox for run {model.board_id!r}: {url}")
         yield url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-
-
-def _bind(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((_HOST, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def _config(uvicorn: Any, app: Any) -> Any:
-    return uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=3,
-        lifespan="on",
-    )
-
-
-def _wait(ready: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready() and time.monotonic() < deadline:
-        time.sleep(0.01)
