@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from attest_support import FEDORA, golden
 
-from pybb.cli import main
 from pybb.attestation import DeviceClass, load_class, parse_event_log
+from pybb.cli import main
 
 GCE_LOG = "event-gce-ubuntu-2104-log.bin"
 

@@ -16,7 +16,6 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pybb.cli import main
 from pybb.attestation import Reason, builtin_logs, replay
 from pybb.attestation._quote import (
     AttestationKey,
@@ -37,6 +36,7 @@ from pybb.attestation._tpm import (
     parse_tpms_attest,
     parse_tpmt_signature,
 )
+from pybb.cli import main
 
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 P384 = ec.generate_private_key(ec.SECP384R1())

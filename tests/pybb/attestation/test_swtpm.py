@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from swtpm_support import MISSING, SoftwareTpm
 
-from pybb.cli import main
 from pybb.attestation import DeviceClass, builtin_logs, parse_event_log
 from pybb.attestation._registry import Registry
+from pybb.cli import main
 
 if MISSING and not os.environ.get("CI"):
     pytest.skip(
