@@ -15,7 +15,6 @@ it holds (:meth:`Controller.start`, :meth:`Controller.cycle`, :meth:`Controller.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -43,8 +42,6 @@ from pybb._engine.verdicts import Predicate, Predicates
 from pybb.errors import DuplicateSourceError, RouteError, SourceError, UnknownSourceError
 
 __all__ = ["Controller", "Predicate", "Route"]
-
-_log = logging.getLogger("pybb")
 
 
 class Controller(CycleSteps):

@@ -11,6 +11,7 @@ from typing import Any
 
 from blackboard import ProposedContribution, Reject
 from pybb._engine.attempt import Outcome
+from pybb._engine.blackboard import CONTROLLER
 from pybb._engine.journal import Journal
 from pybb._engine.projection import ATTEMPTS, EntryState, apply_writes
 from pybb._engine.source import KnowledgeSource, RetryPolicy
@@ -18,8 +19,6 @@ from pybb._engine.types import AttemptStatus, Chain, EscalationReport
 from pybb._engine.verdicts import Predicates
 
 __all__ = ["attempt_record", "escalation_content", "schedule_retry"]
-
-_CONTROLLER = "controller"
 
 
 def attempt_record(
@@ -49,7 +48,7 @@ def attempt_record(
         content["good_standing"] = good
         verdict = journal.judge(ProposedContribution(writer, ATTEMPTS, content))
         if isinstance(verdict, Reject):
-            writer, content = _CONTROLLER, {**content, "status": AttemptStatus.REFUSED.value}
+            writer, content = CONTROLLER, {**content, "status": AttemptStatus.REFUSED.value}
             content["refused"] = content.pop("writes", [])
             error = verdict.reason
             del content["result"], content["good_standing"]
