@@ -1,18 +1,27 @@
-"""Benchmark W1, the repair ladder of issue 3, against a plain-Python loop and raw sqlite3.
+"""Benchmark W1, the repair ladder, against the shared baselines in the same run.
 
-W1: N entries ``e{i}`` with measurement ``i % 10`` and predicate ``less_than_3``, one
-predicate route on_fail = [decrement (3 attempts, m - 1), zero_even (1 attempt, even -> 0)].
-For N = 10,000: 3,000 pass at once, 3,000 are fixed by decrement, 2,000 by zero_even and
-2,000 are escalated; every run is checked against that.
+W1 (``../shared/bench/W1.md``): N entries ``e{i}`` with measurement ``i % 10``, predicate
+``less_than_3``, one route on_fail = [decrement (3 attempts), zero_even (1 attempt)].
+Every run is checked against the closed form (pybb's by ``w1_outcomes``, the baselines'
+by their own ``ok``).
 
-Each measurement runs in a fresh subprocess so its peak RSS is its own:
+Contenders, each in a fresh process, interleaved round by round (so load falls on all
+alike), the median of the rounds reported:
 
-* ``pybb``: ``pybb.workloads.w1`` then ``Controller.run`` on the memory or SQLite store;
-* ``plain``: the same decisions in a plain loop, keeping the same history as dicts;
-* ``sqlite3``: the plain loop persisting that history with raw ``sqlite3`` (WAL,
-  ``synchronous=FULL``, one transaction per controller cycle, as pybb commits).
+* ``pybb memory``: ``pybb.workloads.w1`` (entries by ``write_entries``) then ``run()``;
+* ``pybb sqlite batch``: the same on a SQLite file;
+* ``pybb sqlite entry``: the seed's loop, one ``write_entry`` per entry, then ``run()``;
+* ``plain_python_w1.py N`` (the CPython limit);
+* ``raw_sqlite_w1.py N --commit batch --batch 1000 --sync FULL`` (the durable limit);
+* ``raw_sqlite_w1.py N --commit entry --sync FULL`` (one fsync'd commit per entry).
 
-Usage: ``python bench/w1_repair_ladder.py [--quick] [--results bench/RESULTS.md]``.
+Each ratio is pybb's seconds over its baseline's: memory / plain, sqlite batch / raw
+batch, sqlite entry / raw entry. Timing follows W1's rule: from just before the store is
+made (after imports) to all entries done and durable. Resident memory per entry is the
+peak RSS at the end of the timed section less the process's RSS before it, over N.
+
+Usage: ``python bench/w1_repair_ladder.py [--sizes 10000 100000] [--rounds 3]
+[--shared PATH] [--results FILE]``.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import json
 import os
 import platform
 import resource
-import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,193 +39,154 @@ import time
 from pathlib import Path
 from typing import Any
 
-FULL = [
-    ("memory", 10**4),
-    ("memory", 10**5),
-    ("memory", 10**6),
-    ("sqlite", 10**4),
-    ("sqlite", 10**5),
-]
-QUICK = [("memory", 10**3), ("memory", 10**4), ("sqlite", 10**3), ("sqlite", 10**4)]
+HERE = Path(__file__).resolve().parent
+
+PYBB = ("pybb memory", "pybb sqlite batch", "pybb sqlite entry")
+BASELINES = {
+    "pybb memory": ("plain_python", []),
+    "pybb sqlite batch": ("raw_sqlite", ["--commit", "batch", "--batch", "1000", "--sync", "FULL"]),
+    "pybb sqlite entry": ("raw_sqlite", ["--commit", "entry", "--sync", "FULL"]),
+}
 
 
-# -- the three contenders (each run in its own process) -----------------------------------
+def shared_bench(given: Path | None) -> Path:
+    """The shared baselines' folder: given, ``$PYBB_SHARED/bench``, or ``../shared/bench``."""
+    candidates = [given] if given else []
+    if os.environ.get("PYBB_SHARED"):
+        candidates.append(Path(os.environ["PYBB_SHARED"]) / "bench")
+    candidates += [HERE.parent.parent / "shared" / "bench", HERE.parent / "shared" / "bench"]
+    for folder in candidates:
+        if folder is not None and (folder / "plain_python_w1.py").exists():
+            return folder
+    raise SystemExit("cannot find the shared W1 baselines (plain_python_w1.py); give --shared PATH")
 
 
-def run_pybb(backend: str, n: int, db: str) -> dict[str, Any]:
+# -- pybb, in a process of its own -----------------------------------------------------------
+
+
+def run_pybb(variant: str, n: int, db: str) -> dict[str, Any]:
+    from pybb import BlackboardEntry
     from pybb.workloads import w1, w1_expected, w1_outcomes
 
-    store = None if backend == "memory" else f"sqlite:///{db}"
+    before = _rss_kib()
     started = time.perf_counter()
-    board, controller = w1(n, store)
-    summary = controller.run()
-    elapsed = time.perf_counter() - started
+    if variant == "pybb memory":
+        board, controller = w1(n, None)
+    elif variant == "pybb sqlite batch":
+        board, controller = w1(n, f"sqlite:///{db}")
+    else:
+        board, controller = w1(0, f"sqlite:///{db}")
+        for i in range(n):
+            entry = BlackboardEntry(predicate="less_than_3", measurement=i % 10)
+            board.write_entry(f"e{i}", entry)
+    controller.run()
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     outcomes = w1_outcomes(board)
     assert outcomes == w1_expected(n), (outcomes, w1_expected(n))
-    return {"seconds": elapsed, "records": board.head, "cycles": summary.cycles}
+    return {
+        "seconds": seconds,
+        "records": board.head,
+        "kib_per_entry": (peak - before) / max(n, 1),
+        "ok": True,
+    }
 
 
-def plain_history(n: int) -> list[list[dict[str, Any]]]:
-    """W1's decisions, keeping pybb's history as dicts; one list of events per cycle."""
-    entries = [{"kind": "entry", "key": f"e{i}", "measurement": i % 10} for i in range(n)]
-    cycles: list[list[dict[str, Any]]] = [entries, [], [], []]
-    for i in range(n):
-        _plain_entry(f"e{i}", i % 10, cycles)
-    return cycles
-
-
-def _plain_entry(key: str, m: int, cycles: list[list[dict[str, Any]]]) -> None:
-    first = cycles[1]
-    good = m < 3
-    first.append({"kind": "verdict", "key": key, "result": good})
-    first.append({"kind": "dispatch", "key": key, "chain": "on_pass" if good else "on_fail"})
-    if good:
-        return
-    original, value = m, m
-    for attempt in range(1, 4):
-        value -= 1
-        good = value < 3
-        cycles[attempt].append(
-            {
-                "kind": "attempt",
-                "key": key,
-                "source": "decrement",
-                "attempt": attempt,
-                "writes": [[None, value]],
-                "result": good,
-            }
-        )
-        if good:
-            return
-    last = cycles[3]
-    last.append({"kind": "restore", "key": key, "value": original})
-    last.append({"kind": "handoff", "key": key, "from": "decrement", "to": "zero_even"})
-    value = 0 if original % 2 == 0 else original
-    good = value < 3
-    last.append(
-        {
-            "kind": "attempt",
-            "key": key,
-            "source": "zero_even",
-            "attempt": 1,
-            "writes": [[None, value]],
-            "result": good,
-        }
-    )
-    if not good:
-        last.append({"kind": "restore", "key": key, "value": original})
-        last.append({"kind": "escalation", "key": key, "source": "zero_even"})
-
-
-def run_plain(n: int) -> dict[str, Any]:
-    started = time.perf_counter()
-    cycles = plain_history(n)
-    elapsed = time.perf_counter() - started
-    return {"seconds": elapsed, "records": sum(map(len, cycles))}
-
-
-def run_sqlite3(n: int, db: str) -> dict[str, Any]:
-    started = time.perf_counter()
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute(
-        "CREATE TABLE history (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT,"
-        " payload TEXT NOT NULL)"
-    )
-    records = 0
-    for cycle in plain_history(n):
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(
-            "INSERT INTO history (kind, key, payload) VALUES (?, ?, ?)",
-            ((e["kind"], e["key"], json.dumps(e, sort_keys=True)) for e in cycle),
-        )
-        conn.execute("COMMIT")
-        records += len(cycle)
-    conn.close()
-    return {"seconds": time.perf_counter() - started, "records": records}
-
-
-def one(contender: str, backend: str, n: int) -> None:
-    """Run one contender in this process and print its figures as JSON."""
-    with tempfile.TemporaryDirectory() as tmp:
-        db = str(Path(tmp) / "w1.db")
-        if contender == "pybb":
-            figures = run_pybb(backend, n, db)
-        elif contender == "plain":
-            figures = run_plain(n)
-        else:
-            figures = run_sqlite3(n, db)
-    figures["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps(figures))
+def _rss_kib() -> int:
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 # -- the driver ------------------------------------------------------------------------------
 
 
-def measure(contender: str, backend: str, n: int) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--one", contender, backend, str(n)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+def measure(contender: str, n: int, shared: Path) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        if contender in PYBB:
+            command = [
+                sys.executable,
+                __file__,
+                "--one",
+                contender,
+                str(n),
+                str(Path(tmp) / "w1.db"),
+            ]
+        else:
+            script, options = contender.split(" ", 1)[0], contender.split(" ")[1:]
+            command = [sys.executable, str(shared / f"{script}_w1.py"), str(n), *options]
+            if script == "raw_sqlite":
+                command += ["--db", str(Path(tmp) / "raw.db")]
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     figures: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    figures["entries_per_s"] = n / figures["seconds"]
+    if not figures.get("ok", False):
+        raise SystemExit(f"{contender} at N={n} did not produce W1's outcomes: {figures}")
     return figures
 
 
-def row(backend: str, n: int) -> dict[str, Any]:
-    pybb = measure("pybb", backend, n)
-    base = measure("plain" if backend == "memory" else "sqlite3", backend, n)
-    return {
-        "backend": backend,
-        "n": n,
-        "pybb": pybb,
-        "baseline": "plain loop" if backend == "memory" else "raw sqlite3",
-        "base": base,
-        "ratio": pybb["seconds"] / base["seconds"],
-    }
+def baseline_name(variant: str) -> str:
+    script, options = BASELINES[variant]
+    return " ".join([script, *options])
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def rounds(n: int, count: int, shared: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every contender ``count`` times, interleaved."""
+    contenders = [*PYBB, *dict.fromkeys(baseline_name(v) for v in PYBB)]
+    seen: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
+    for _ in range(count):
+        for contender in contenders:
+            seen[contender].append(measure(contender, n, shared))
+    return seen
+
+
+def median(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(float(run[key]) for run in runs))
+
+
+def table(results: dict[int, dict[str, list[dict[str, Any]]]]) -> str:
     lines = [
-        "| store | N | pybb entries/s | pybb peak RSS | records | baseline | baseline entries/s "
-        "| baseline RSS | pybb time / baseline time |",
-        "|---|---:|---:|---:|---:|---|---:|---:|---:|",
+        "| W1 | N | pybb s | pybb KiB/entry | baseline | baseline s | ratio |",
+        "|---|---:|---:|---:|---|---:|---:|",
     ]
-    for r in rows:
-        p, b = r["pybb"], r["base"]
-        lines.append(
-            f"| {r['backend']} | {r['n']:,} | {p['entries_per_s']:,.0f} | {p['rss_mb']:,.0f} MB "
-            f"| {p['records']:,} | {r['baseline']} | {b['entries_per_s']:,.0f} "
-            f"| {b['rss_mb']:,.0f} MB | {r['ratio']:.1f}x |"
-        )
+    for n, seen in results.items():
+        for variant in PYBB:
+            base = baseline_name(variant)
+            pybb_s, base_s = median(seen[variant], "seconds"), median(seen[base], "seconds")
+            kib = median(seen[variant], "kib_per_entry")
+            lines.append(
+                f"| {variant} | {n:,} | {pybb_s:.3f} | {kib:.1f} "
+                f"| `{base}` | {base_s:.3f} | {pybb_s / base_s:.1f}x |"
+            )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes only (about a minute)")
-    parser.add_argument("--results", type=Path, help="also write the table to this Markdown file")
-    parser.add_argument(
-        "--one", nargs=3, metavar=("CONTENDER", "BACKEND", "N"), help=argparse.SUPPRESS
-    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each contender (median)")
+    parser.add_argument("--quick", action="store_true", help="N = 1,000 and 10,000, one round")
+    parser.add_argument("--shared", type=Path, help="the shared bench folder (W1 baselines)")
+    parser.add_argument("--results", type=Path, help="also append the table to this file")
+    parser.add_argument("--one", nargs=3, metavar=("VARIANT", "N", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        one(args.one[0], args.one[1], int(args.one[2]))
+        print(json.dumps(run_pybb(args.one[0], int(args.one[1]), args.one[2])))
         return
-    rows = []
-    for backend, n in QUICK if args.quick else FULL:
-        rows.append(row(backend, n))
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
-    text = table(rows)
-    print()
+    shared = shared_bench(args.shared)
+    sizes, count = ([1_000, 10_000], 1) if args.quick else (args.sizes, args.rounds)
+    results = {n: rounds(n, count, shared) for n in sizes}
+    text = table(results)
+    load = os.getloadavg()
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    machine = (
+        f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs"
+    )
+    header = f"{stamp}, {machine}, load average {load[0]:.1f} / {load[1]:.1f}, median of {count}"
+    print(header)
     print(text)
     if args.results:
-        machine = (
-            f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs"
-        )
-        args.results.write_text(
-            "# W1 repair ladder\n\n"
-            f"Measured with `python bench/w1_repair_ladder.py` on {machine}.\n\n{text}\n"
-        )
+        with args.results.open("a", encoding="utf-8") as out:
+            out.write(f"\n{header}\n\n{text}\n")
 
 
 if __name__ == "__main__":

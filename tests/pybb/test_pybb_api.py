@@ -155,13 +155,29 @@ def test_the_example_pair_runs_as_a_script(tmp_path: Path) -> None:
     assert "attempts: {'fix_x': 3, 'fix_y': 1}" in out and "escalated: []" in out
 
 
-def test_the_benchmark_runs_quick_sizes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("variant", ["pybb memory", "pybb sqlite batch", "pybb sqlite entry"])
+def test_the_benchmark_runs_each_pybb_variant(tmp_path: Path, variant: str) -> None:
     script = REPO / "bench" / "w1_repair_ladder.py"
+    db = str(tmp_path / "w1.db")
     out = subprocess.run(
-        [sys.executable, str(script), "--one", "pybb", "sqlite", "200"],
+        [sys.executable, str(script), "--one", variant, "200", db],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
     figures = json.loads(out.strip().splitlines()[-1])
-    assert figures["records"] > 200 * 5 and figures["rss_mb"] > 0
+    assert figures["ok"] and figures["records"] > 200 * 5 and figures["kib_per_entry"] > 0
+
+
+def test_the_benchmark_finds_and_runs_the_shared_baselines(tmp_path: Path) -> None:
+    shared = REPO.parent / "shared" / "bench"
+    if not (shared / "plain_python_w1.py").exists():
+        pytest.skip(f"no shared W1 baselines beside the checkout ({shared})")
+    script = REPO / "bench" / "w1_repair_ladder.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--sizes", "100", "--rounds", "1"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert out.count("x |") == 3 and "`plain_python`" in out
