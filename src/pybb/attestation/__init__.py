@@ -56,12 +56,17 @@ from pybb.attestation._evidence import (
     load_evidence,
     parse_evidence,
 )
-from pybb.attestation._evidence_dir import EVENT_LOG_CAP, load_evidence_dir, verify_device
+from pybb.attestation._evidence_dir import EVENT_LOG_CAP, Caps, load_evidence_dir, verify_device
 from pybb.attestation._fleet import Fleet, load_fleet, save_fleet
 from pybb.attestation._fleet_errors import EvidenceError, FleetError, PolicyError
 from pybb.attestation._generate import TRUTH_KINDS, builtin_classes, builtin_logs, generate_fleet
 from pybb.attestation._policy import DeviceClass, Policy, load_class
-from pybb.attestation._quote import AttestationKey, QuoteError, load_attestation_key
+from pybb.attestation._quote import (
+    MAX_AK_FILE_SIZE,
+    AttestationKey,
+    QuoteError,
+    load_attestation_key,
+)
 from pybb.attestation._registry import NONCE_TTL, REGISTRY_BOARD, EnrolledAk, Registry
 from pybb.attestation._replay import PcrValues, Replayer, ReplayStep, iter_replay, replay
 from pybb.attestation._report import (
@@ -86,6 +91,7 @@ from pybb.attestation._tpm import (
 )
 from pybb.attestation._tree import (
     ALLOWLIST,
+    FLEET,
     Attestation,
     AttributionTier,
     VerificationTier,
@@ -96,7 +102,9 @@ from pybb.attestation._tree import (
 __all__ = [
     "ALLOWLIST",
     "EVENT_LOG_CAP",
+    "FLEET",
     "KNOWN_ALGORITHMS",
+    "MAX_AK_FILE_SIZE",
     "MAX_EVIDENCE_FILE_SIZE",
     "MAX_LOG_FILE_SIZE",
     "MAX_PCR_INDEX",
@@ -108,6 +116,7 @@ __all__ = [
     "AttestationKey",
     "AttributionTier",
     "BootComponent",
+    "Caps",
     "DataCheck",
     "DataStatus",
     "DeviceClass",

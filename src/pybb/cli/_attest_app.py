@@ -16,8 +16,7 @@ import re
 
 from blackboard import BlackboardError, attach
 from pybb import AppContext, Controller
-from pybb.attestation import Attestation, generate_fleet, load_fleet
-from pybb.attestation._tree import FLEET
+from pybb.attestation import FLEET, Attestation, generate_fleet, load_fleet
 from pybb.errors import PybbError
 from pybb.human import ASKS
 

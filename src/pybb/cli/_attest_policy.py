@@ -29,12 +29,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pybb.attestation._errors import EventLogError
-from pybb.attestation._eventdata import DataStatus, check_event
-from pybb.attestation._eventlog import MAX_PCR_INDEX, EventLog, read_event_log
-from pybb.attestation._fleet_errors import FleetError, PolicyError
-from pybb.attestation._policy import DeviceClass
-from pybb.attestation._registry import REGISTRY_BOARD, Registry
+from pybb.attestation import (
+    MAX_PCR_INDEX,
+    REGISTRY_BOARD,
+    DataStatus,
+    DeviceClass,
+    EventLog,
+    EventLogError,
+    FleetError,
+    PolicyError,
+    Registry,
+    check_event,
+    read_event_log,
+)
 
 __all__ = ["REGISTRY_BOARD", "SUBCOMMANDS", "add", "enrol_class"]
 

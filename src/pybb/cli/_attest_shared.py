@@ -15,6 +15,7 @@ from rich.table import Table
 
 from blackboard import BlackboardError, attach
 from pybb.attestation import (
+    FLEET,
     Attestation,
     DeviceOutcome,
     Fleet,
@@ -23,7 +24,6 @@ from pybb.attestation import (
     generate_fleet,
     load_fleet,
 )
-from pybb.attestation._tree import FLEET
 
 __all__ = [
     "DEFAULT_REPORT",

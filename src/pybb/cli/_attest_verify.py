@@ -25,12 +25,19 @@ from typing import Any
 from rich.console import Console
 
 from blackboard import BlackboardError
-from pybb.attestation import Attestation
-from pybb.attestation._evidence_dir import EVENT_LOG_CAP, Caps, load_evidence_dir
-from pybb.attestation._fleet_errors import FleetError
-from pybb.attestation._quote import MAX_AK_FILE_SIZE, load_attestation_key
-from pybb.attestation._registry import NONCE_TTL, REGISTRY_BOARD, Registry
-from pybb.attestation._report import DeviceOutcome
+from pybb.attestation import (
+    EVENT_LOG_CAP,
+    MAX_AK_FILE_SIZE,
+    NONCE_TTL,
+    REGISTRY_BOARD,
+    Attestation,
+    Caps,
+    DeviceOutcome,
+    FleetError,
+    Registry,
+    load_attestation_key,
+    load_evidence_dir,
+)
 from pybb.cli._attest_shared import print_report
 from pybb.errors import PybbError
 

@@ -9,7 +9,9 @@ from pybb.errors import PybbError
 EXPECTED_EXPORTS = [
     "ALLOWLIST",
     "EVENT_LOG_CAP",
+    "FLEET",
     "KNOWN_ALGORITHMS",
+    "MAX_AK_FILE_SIZE",
     "MAX_EVIDENCE_FILE_SIZE",
     "MAX_LOG_FILE_SIZE",
     "MAX_PCR_INDEX",
@@ -21,6 +23,7 @@ EXPECTED_EXPORTS = [
     "AttestationKey",
     "AttributionTier",
     "BootComponent",
+    "Caps",
     "DataCheck",
     "DataStatus",
     "DeviceClass",
