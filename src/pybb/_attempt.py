@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from blackboard._faults import fault_point
+from blackboard.faults import fault_point
 from pybb._types import AttemptStatus
 from pybb._values import NotJSONError, copy_value, describe
 from pybb.errors import AttemptError, SourceError

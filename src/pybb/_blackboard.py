@@ -32,7 +32,7 @@ from blackboard import (
     Written,
     create_model,
 )
-from blackboard._faults import fault_point
+from blackboard.faults import fault_point
 from blackboard.stores import Store
 from pybb._attempt import AttemptContext, current_attempt
 from pybb._entries import (

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from blackboard import ProposedContribution, Reject
-from blackboard._faults import fault_point
+from blackboard.faults import fault_point
 from pybb._attempt import AttemptContext, Outcome, run_attempt
 from pybb._blackboard import CONTROLLER, Blackboard
 from pybb._entries import check_key

@@ -26,8 +26,8 @@ from blackboard import (
     Written,
     create_model,
 )
-from blackboard._faults import fault_point
 from blackboard.errors import BlackboardError
+from blackboard.faults import fault_point
 from blackboard.stores import Store as BoardBackend
 from buddhi._budget import Scope, ScopePath
 from buddhi._store import (
