@@ -171,8 +171,7 @@ def test_a_circle_closed_by_type_checking_or_a_local_import_is_found(tmp_path: P
             "app/__init__.py": "",
             "app/a.py": "from app.b import B\n",
             "app/b.py": (
-                "from typing import TYPE_CHECKING\n"
-                "if TYPE_CHECKING:\n    from app.c import C\n"
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app.c import C\n"
             ),
             "app/c.py": "def f():\n    from . import a\n    return a\n",
             "app/d.py": "import app.a\nimport json\n",  # imports into the circle: not in it

@@ -306,6 +306,13 @@ class Control:
         """Close the run as completed, as a termination predicate would."""
         return self._close(RunStatus.COMPLETED, reason)
 
+    def quiesce(self, reason: str = "nothing is left to do") -> Outcome:
+        """Close the run as quiescent (no agent has anything left to do), as ``Model.run()`` does.
+
+        A no-op returning the outcome if the run is already closed.
+        """
+        return self._close(RunStatus.QUIESCENT, reason)
+
     def outcome(self) -> Outcome:
         """Whether the run is open, or how it closed."""
         return self._store.outcome(self.board_id)
