@@ -43,7 +43,6 @@ from blackboard._writes import (
     RejectionCause,
     WriteResult,
     Written,
-    new_written,
 )
 from blackboard.errors import (
     AdmissionRuleError,
@@ -67,7 +66,7 @@ from blackboard.stores import (
     Store,
     VersionConflict,
 )
-from blackboard.stores._base import fingerprint, new_pending
+from blackboard.stores._base import fingerprint
 
 __all__ = [
     "BOARD_WRITER",
@@ -452,7 +451,7 @@ class Control:
             what = self._level_what[level.name] = f"content for level {level.name!r}"
         payload = self._encode(content, what)
         unique = None if level.unique is False else _unique_key(level, content, payload)
-        return new_pending(
+        return PendingWrite(
             _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer)
         )
 
@@ -464,7 +463,7 @@ class Control:
         premise = self._region(name, "premise")
         assert isinstance(premise, Premise)
         _check_version(expected_version)
-        return new_pending(
+        return PendingWrite(
             _PREMISE,
             premise.name,
             writer,
@@ -663,7 +662,7 @@ class Control:
 def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
     if type(outcome) is Appended:  # the common case, without isinstance over a union
         record = outcome.record
-        return new_written(record.sequence, record.version, False)
+        return Written(record.sequence, record.version)
     if isinstance(outcome, Appended | Repeated):
         record = outcome.record
         return Written(record.sequence, record.version, repeat=isinstance(outcome, Repeated))
