@@ -129,7 +129,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--items", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--durable-items", type=int, default=2_000)
+    parser.add_argument(
+        "--durable-items", type=int, default=2_000, help="0 skips the durable (SQLite) run"
+    )
     args = parser.parse_args(argv)
     items = make_items(args.items)
     mix = supervised_loop(items, make_seams(args.items))
@@ -148,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("dispositions:", dict(sorted(mix.items())))
     print("each path alone (ratio to the bare loop):")
     per_path(args.items // 2, args.repeat, bare)
+    if args.durable_items <= 0:  # no items: no rate to report (it would divide by zero)
+        print("evaluate_item (BoardStore, SQLite): skipped (--durable-items 0)")
+        return
     durable, decisions = durable_rate(make_items(args.durable_items), min(args.repeat, 3))
     print(
         f"evaluate_item (BoardStore, SQLite, {args.durable_items} items, best of "

@@ -6,10 +6,14 @@ write goes through ``model.control``; ``model.reader`` reads levels, premises, t
 and the board at any past sequence number. Processes that share a board's work lease
 keys with ``control.claim`` (renew, release) and write behind a :class:`Fence`, so a
 holder that lost its claim writes nothing (``docs/adr/0006-leased-claims.md``).
+``control.judge`` puts a proposal to the admission rule ahead of its write; the
+:class:`Judged` it returns is written by ``control.write_all`` on that verdict, so the
+rule runs once (``docs/adr/0010-a-write-is-judged-once.md``). ``blackboard.faults`` holds
+the named fault points that reliability tests fire.
 """
 
 from blackboard._claims import Claim, Fence
-from blackboard._control import BOARD_WRITER, Control, TerminationPredicate
+from blackboard._control import BOARD_WRITER, Control, Judged, TerminationPredicate
 from blackboard._model import Model, attach, create_model
 from blackboard._reader import BoardReader
 from blackboard._records import (
@@ -70,6 +74,7 @@ __all__ = [
     "Control",
     "Fence",
     "IdempotencyKeyError",
+    "Judged",
     "Level",
     "Model",
     "ModelError",

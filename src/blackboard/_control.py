@@ -6,6 +6,9 @@ the premise version, uniqueness, the next sequence number and the append; last, 
 any lock, the agents concerned are notified in sequence order. A write carrying an
 idempotency key already on the board is settled first of all: it returns the first
 ``Written`` (``repeat=True``) before the closed-run, permission and rule checks.
+``judge()`` runs the rule ahead of the write; a :class:`Judged` proposal handed to
+``write_all()`` keeps that verdict, so the rule runs once per write
+(docs/adr/0010-a-write-is-judged-once.md).
 
 Who is notified (docs/adr/0008-who-is-notified.md): a contribution or premise value
 goes to the agents subscribed to its region; a grant or revoke goes to the agent it
@@ -19,11 +22,11 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from blackboard._claims import Claim, Fence, check_holder, check_lease, key_list
-from blackboard._faults import fault_point
 from blackboard._json import encode, is_utf8
 from blackboard._reader import BoardReader
 from blackboard._records import Notification, Outcome, Record, RecordKind, RunStatus
@@ -40,7 +43,6 @@ from blackboard._writes import (
     RejectionCause,
     WriteResult,
     Written,
-    new_written,
 )
 from blackboard.errors import (
     AdmissionRuleError,
@@ -51,6 +53,7 @@ from blackboard.errors import (
     UndeclaredRegionError,
     WriterError,
 )
+from blackboard.faults import fault_point
 from blackboard.stores import (
     Appended,
     AppendOutcome,
@@ -63,9 +66,15 @@ from blackboard.stores import (
     Store,
     VersionConflict,
 )
-from blackboard.stores._base import fingerprint, new_pending
+from blackboard.stores._base import fingerprint
 
-__all__ = ["BOARD_WRITER", "DEFAULT_MAX_CONTENT_BYTES", "Control", "TerminationPredicate"]
+__all__ = [
+    "BOARD_WRITER",
+    "DEFAULT_MAX_CONTENT_BYTES",
+    "Control",
+    "Judged",
+    "TerminationPredicate",
+]
 
 BOARD_WRITER = "@board"
 """The writer name of the board's own writes (opening values, grants, closing)."""
@@ -82,6 +91,27 @@ _GRANT, _REVOKE = RecordKind.GRANT, RecordKind.REVOKE
 _OPEN = RunStatus.OPEN
 _NO_KEYS: Mapping[str, tuple[Record, str]] = {}  # never written to: "no key was found"
 _log = logging.getLogger("blackboard")
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A proposed write with the admission rule's verdict on it, from :meth:`Control.judge`.
+
+    Hand it to ``write_all()`` in place of the proposal: the write is admitted or
+    refused on ``verdict`` without running the rule again; every other check (a repeated
+    idempotency key, the closed run, permissions, uniqueness, the premise version, the
+    fence) still runs, the last of them inside the store's transaction.
+
+    Attributes:
+        proposed: The proposal judged; ``write_all()`` writes it as it is then, so do not
+            change its content in between (the rule would not have seen the change).
+        verdict: ``Accept()`` or ``Reject(reason)``, as the rule answered.
+        judged_by: The control that judged it; only that control takes it.
+    """
+
+    proposed: ProposedWrite
+    verdict: Accept | Reject
+    judged_by: Control = field(repr=False, compare=False)
 
 
 class Control:
@@ -158,9 +188,35 @@ class Control:
         """
         return self._write_one(_PREMISE, writer, premise, value, expected_version, idempotency_key)
 
+    def judge(self, proposed: ProposedWrite) -> Judged:
+        """Put ``proposed`` to the admission rule now, as the write path would.
+
+        The writer's name and the region are checked first (raised as a write would
+        raise them); the content is checked when the write is made. Without a rule the
+        verdict is ``Accept()``. Pass the result to :meth:`write_all` to write it on that
+        verdict, without the rule running again (docs/adr/0010-a-write-is-judged-once.md).
+
+        Returns:
+            The proposal with its verdict.
+
+        Raises:
+            ContentError: ``proposed`` is not a ProposedContribution or ProposedPremiseWrite.
+            UndeclaredRegionError, RegionKindError, WriterError: it cannot be written.
+            AdmissionRuleError: The rule raised, or answered neither Accept nor Reject.
+        """
+        if isinstance(proposed, ProposedContribution):
+            _check_writer(proposed.writer)
+            self._region(proposed.level, "level")
+        elif isinstance(proposed, ProposedPremiseWrite):
+            _check_writer(proposed.writer)
+            self._region(proposed.premise, "premise")
+        else:
+            raise _not_a_proposal(proposed)
+        return Judged(proposed, self._judge(proposed), self)
+
     def write_all(
         self,
-        proposals: Sequence[ProposedWrite],
+        proposals: Sequence[ProposedWrite | Judged],
         *,
         idempotency_keys: Sequence[str | None] | None = None,
         fence: Fence | None = None,
@@ -168,9 +224,14 @@ class Control:
         """Propose several writes and commit the admitted ones in one transaction.
 
         Each proposal is judged as if written alone, in order (group commit: one durable
-        transaction for the batch). If any raises, nothing of the batch is written.
+        transaction for the batch); a :class:`Judged` one keeps the verdict
+        :meth:`judge` gave it. If any raises, nothing of the batch is written.
         With a ``fence``, the batch lands only if its holder still holds every fenced
         claim when it commits; else every write is ``Rejected`` with ``CLAIM_LOST``.
+
+        Raises:
+            ContentError: A proposal is neither a proposed write nor a Judged of this
+                control's, or ``idempotency_keys`` or ``fence`` is unusable.
         """
         keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(proposals)
         if len(keys) != len(proposals):
@@ -244,6 +305,13 @@ class Control:
         """Close the run as completed, as a termination predicate would."""
         return self._close(RunStatus.COMPLETED, reason)
 
+    def quiesce(self, reason: str = "nothing is left to do") -> Outcome:
+        """Close the run as quiescent (no agent has anything left to do), as ``Model.run()`` does.
+
+        A no-op returning the outcome if the run is already closed.
+        """
+        return self._close(RunStatus.QUIESCENT, reason)
+
     def outcome(self) -> Outcome:
         """Whether the run is open, or how it closed."""
         return self._store.outcome(self.board_id)
@@ -298,23 +366,37 @@ class Control:
     # -- the write path ------------------------------------------------------------
 
     def _prepare_all(
-        self, proposals: Sequence[ProposedWrite], keys: Sequence[str | None]
+        self, proposals: Sequence[ProposedWrite | Judged], keys: Sequence[str | None]
     ) -> tuple[list[PendingWrite], list[WriteResult | None]]:
         """Run every check that needs no lock: the writes, and per write an early result or None.
 
         The store is asked once per batch (keys, run state, grants), not once per write.
         """
-        writes = [self._pending(p, k) for p, k in zip(proposals, keys, strict=True)]
+        verdicts = [self._verdict_of(p) for p in proposals]
+        plain = [p.proposed if isinstance(p, Judged) else p for p in proposals]
+        writes = [self._pending(p, k) for p, k in zip(plain, keys, strict=True)]
         wanted = [k for k in keys if k is not None]
         found = self._store.find_keys(self.board_id, wanted) if wanted else _NO_KEYS
         outcome = self._store.outcome(self.board_id)
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
         early = [
-            prepare(proposed, write, found, outcome, grants)
-            for proposed, write in zip(proposals, writes, strict=True)
+            prepare(proposed, write, found, outcome, grants, verdict)
+            for proposed, write, verdict in zip(plain, writes, verdicts, strict=True)
         ]
         return writes, early
+
+    def _verdict_of(self, proposal: ProposedWrite | Judged) -> Accept | Reject | None:
+        """The verdict a Judged proposal carries (``None``: judge it when written)."""
+        if not isinstance(proposal, Judged):
+            return None
+        if proposal.judged_by is not self:
+            raise ContentError(
+                "proposal",
+                f"{proposal.proposed!r:.80} was judged by another board's control; judge it "
+                "with this board's control.judge(), or pass the proposal itself",
+            )
+        return proposal.verdict
 
     def _prepare(
         self,
@@ -323,8 +405,12 @@ class Control:
         found: Mapping[str, tuple[Record, str]],
         outcome: Outcome,
         grants: dict[tuple[str, str], bool],
+        verdict: Accept | Reject | None = None,
     ) -> WriteResult | None:
-        """The write's result if a check before the transaction settles it, else ``None``."""
+        """The write's result if a check before the transaction settles it, else ``None``.
+
+        ``verdict`` is the rule's answer already reached by :meth:`judge`; ``None``: ask now.
+        """
         key = write.idempotency_key
         if key is not None and key in found:
             return _repeat(write, key, found[key])
@@ -332,7 +418,8 @@ class Control:
             return _closed(outcome.sequence or 0)
         if write.check_permission and not self._permitted(write, grants):
             return self._not_permitted(write.writer, write.region or "")
-        verdict = self._judge(proposed)
+        if verdict is None:
+            verdict = self._judge(proposed)
         if isinstance(verdict, Reject):
             return Rejected(RejectionCause.ADMISSION, verdict.reason)
         return None
@@ -350,11 +437,7 @@ class Control:
             return self._premise_write(
                 proposed.writer, proposed.premise, proposed.value, proposed.expected_version, key
             )
-        raise ContentError(
-            "proposal",
-            f"{proposed!r:.80} is not a ProposedContribution or ProposedPremiseWrite; "
-            "build each item of write_all() from one of those",
-        )
+        raise _not_a_proposal(proposed)
 
     def _contribution(self, writer: str, name: str, content: Any, key: str | None) -> PendingWrite:
         _check_writer(writer)
@@ -368,7 +451,7 @@ class Control:
             what = self._level_what[level.name] = f"content for level {level.name!r}"
         payload = self._encode(content, what)
         unique = None if level.unique is False else _unique_key(level, content, payload)
-        return new_pending(
+        return PendingWrite(
             _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer)
         )
 
@@ -380,7 +463,7 @@ class Control:
         premise = self._region(name, "premise")
         assert isinstance(premise, Premise)
         _check_version(expected_version)
-        return new_pending(
+        return PendingWrite(
             _PREMISE,
             premise.name,
             writer,
@@ -579,7 +662,7 @@ class Control:
 def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
     if type(outcome) is Appended:  # the common case, without isinstance over a union
         record = outcome.record
-        return new_written(record.sequence, record.version, False)
+        return Written(record.sequence, record.version)
     if isinstance(outcome, Appended | Repeated):
         record = outcome.record
         return Written(record.sequence, record.version, repeat=isinstance(outcome, Repeated))
@@ -605,6 +688,14 @@ def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
         RejectionCause.NOT_PERMITTED,
         f"agent {write.writer!r} may not write {write.region!r} (its permission was revoked "
         "or never granted)",
+    )
+
+
+def _not_a_proposal(proposed: object) -> ContentError:
+    return ContentError(
+        "proposal",
+        f"{proposed!r:.80} is not a ProposedContribution or ProposedPremiseWrite; "
+        "build each proposal from one of those (or pass a Judged from control.judge())",
     )
 
 

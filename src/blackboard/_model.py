@@ -14,7 +14,7 @@ from blackboard._control import (
 )
 from blackboard._json import encode
 from blackboard._reader import BoardReader
-from blackboard._records import Outcome, RecordKind, RunStatus
+from blackboard._records import Outcome, RecordKind
 from blackboard._regions import Agent, Level, Premise, Region
 from blackboard._writes import AdmissionRule
 from blackboard.errors import (
@@ -71,7 +71,7 @@ class Model:
         """
         self.control.catch_up()
         if not self.control.outcome().closed:
-            self.control._close(RunStatus.QUIESCENT, "no agent had anything left to do")
+            self.control.quiesce("no agent had anything left to do")
         return self.control.outcome()
 
     def close(self) -> None:
@@ -123,13 +123,41 @@ def create_model(
     openings = _openings(declared, premises or {})
     bid = _board_id(board_id)
     opened = open_store(store)
+    return _open_run(
+        opened,
+        opened is not store,
+        bid,
+        declared,
+        registered,
+        openings,
+        admission_rule=admission_rule,
+        termination_predicate=termination_predicate,
+        agents_only=agents_only,
+        max_content_bytes=max_content_bytes,
+    )
+
+
+def _open_run(
+    opened: Store,
+    owns_store: bool,
+    bid: str,
+    declared: dict[str, Region],
+    registered: dict[str, Agent],
+    openings: dict[str, str],
+    *,
+    admission_rule: AdmissionRule | None,
+    termination_predicate: TerminationPredicate | None,
+    agents_only: bool,
+    max_content_bytes: int,
+) -> Model:
+    """Open (or create) the run on a store already open; close it on failure if owned."""
     try:
         declaration = _declaration(declared, registered)
         stored = opened.open_board(bid, declaration, _opening_writes(openings, registered))
         if stored != declaration:
             raise ModelMismatchError(bid, stored, declaration)
     except BaseException:
-        if opened is not store:
+        if owns_store:
             opened.close()
         raise
     reader = BoardReader(opened, bid, declared)
@@ -144,7 +172,7 @@ def create_model(
         agents_only=agents_only,
         max_content_bytes=_positive(max_content_bytes),
     )
-    return Model(opened, bid, declared, registered, control, reader, opened is not store)
+    return Model(opened, bid, declared, registered, control, reader, owns_store)
 
 
 def attach(
@@ -171,22 +199,25 @@ def attach(
         if stored is None:
             raise BoardNotFoundError(bid)
         regions, agents = _parse_declaration(stored)
+        declared = _regions(regions)
+        registered = _agents(agents, declared)
+        openings = _openings(declared, {r.name: None for r in regions if isinstance(r, Premise)})
     except BaseException:
         if opened is not store:
             opened.close()
         raise
-    model = create_model(
-        regions,
-        {r.name: None for r in regions if isinstance(r, Premise)},
-        agents,
-        admission_rule,
-        termination_predicate,
-        store=opened,
-        board_id=bid,
+    return _open_run(
+        opened,
+        opened is not store,
+        bid,
+        declared,
+        registered,
+        openings,
+        admission_rule=admission_rule,
+        termination_predicate=termination_predicate,
         agents_only=agents_only,
+        max_content_bytes=DEFAULT_MAX_CONTENT_BYTES,
     )
-    model._owns_store = opened is not store
-    return model
 
 
 def _parse_declaration(text: str) -> tuple[list[Region], list[Agent]]:

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from blackboard._fast import slot_setters
-
 __all__ = [
     "BoardState",
     "Contribution",
@@ -60,44 +58,6 @@ class Record:
     version: int | None
     at: datetime
     idempotency_key: str | None = None
-
-
-_new = object.__new__
-(
-    _sequence,
-    _kind,
-    _region,
-    _writer,
-    _content,
-    _version,
-    _at,
-    _key,
-) = slot_setters(
-    Record, "sequence", "kind", "region", "writer", "content", "version", "at", "idempotency_key"
-)
-
-
-def new_record(
-    sequence: int,
-    kind: RecordKind,
-    region: str | None,
-    writer: str,
-    content: Any,
-    version: int | None,
-    at: datetime,
-    idempotency_key: str | None,
-) -> Record:
-    """``Record(...)`` for the write path, in half the time (see ``blackboard._fast``)."""
-    record: Record = _new(Record)
-    _sequence(record, sequence)
-    _kind(record, kind)
-    _region(record, region)
-    _writer(record, writer)
-    _content(record, content)
-    _version(record, version)
-    _at(record, at)
-    _key(record, idempotency_key)
-    return record
 
 
 @dataclass(frozen=True, slots=True)

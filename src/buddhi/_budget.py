@@ -6,12 +6,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from buddhi.errors import BudgetError, ScopeTreeError
-
-if TYPE_CHECKING:
-    from buddhi._store import Store
+from buddhi._errors import BudgetError, ScopeTreeError
 
 __all__ = [
     "GLOBAL_SCOPE",
@@ -19,6 +16,7 @@ __all__ = [
     "BudgetTree",
     "GraduatedBar",
     "Scope",
+    "ScopeOpener",
     "ScopePath",
     "ScopeSpec",
     "window_start",
@@ -203,10 +201,22 @@ class BudgetTree:
                 return scope
         raise ScopeTreeError(f"the tree has no scope named {name!r}")
 
-    def install(self, store: Store) -> None:
-        """Open every scope of the tree in a store, parents first."""
+    def install(self, store: ScopeOpener) -> None:
+        """Open every scope of the tree in a store (a :class:`~buddhi.Store`), parents first."""
         for scope in self.scopes:
             store.open_scope(scope)
+
+
+class ScopeOpener(Protocol):
+    """What ``BudgetTree.install`` needs of a store: every ``buddhi.Store`` is one.
+
+    A protocol rather than the ``Store`` class, so that the budget types do not import
+    the Store seam, which is built on them.
+    """
+
+    def open_scope(self, scope: Scope) -> None:
+        """Open ``scope`` (idempotent for the same definition)."""
+        ...
 
 
 def window_start(now: datetime, window: timedelta) -> datetime:

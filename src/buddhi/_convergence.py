@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from buddhi._errors import PolicyError
 from buddhi._frozen import builder, fast_init
 from buddhi._items import Attempt
-from buddhi.errors import PolicyError
 
 __all__ = ["ConvergencePolicy", "ConvergenceReport", "detect_convergence"]
 

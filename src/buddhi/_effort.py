@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from buddhi._errors import PolicyError, UnknownEffortError
 from buddhi._frozen import fast_init
-from buddhi.errors import PolicyError, UnknownEffortError
 
 __all__ = ["EffortScale", "RouterPick", "Spend"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from buddhi.errors import ItemError, ItemTypeError
+from buddhi._errors import ItemError, ItemTypeError
 
 __all__ = ["Attempt", "Item", "Stream"]
 

@@ -11,11 +11,11 @@ from buddhi._asks import Ask
 from buddhi._budget import ScopePath
 from buddhi._convergence import ConvergenceReport
 from buddhi._effort import Spend
+from buddhi._errors import AdmissionRefused, BudgetError
 from buddhi._frozen import fast_init
 from buddhi._items import Item
 from buddhi._seams import Resolution
 from buddhi._store import Admission
-from buddhi.errors import AdmissionRefused
 
 __all__ = [
     "Decision",
@@ -24,6 +24,7 @@ __all__ = [
     "InvalidAsk",
     "Outcome",
     "RouteJudgment",
+    "ScopeConflictError",
     "StreamReport",
 ]
 
@@ -254,3 +255,19 @@ class StreamReport:
             if report.stream_id == stream_id:
                 return report
         raise KeyError(f"stream {self.stream_id!r} granted no child stream {stream_id!r}")
+
+
+class ScopeConflictError(BudgetError):
+    """A scope was opened again with a ceiling, weight or window unlike its first opening.
+
+    Attributes:
+        report: When the closure hit the conflict at a grant in the middle of a run, the
+            report of what had run by then (asks delivered included): the
+            :class:`~buddhi.StreamReport` the call would have returned so far.
+            ``None`` otherwise, in particular when the closure refused the tree
+            before anything of it ran.
+    """
+
+    def __init__(self, message: str, *, report: StreamReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report

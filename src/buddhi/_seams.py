@@ -20,9 +20,9 @@ from buddhi._asks import Ask
 from buddhi._budget import GLOBAL_SCOPE, Bar, ScopePath
 from buddhi._convergence import ConvergencePolicy
 from buddhi._effort import EffortScale, RouterPick, Spend
+from buddhi._errors import PolicyError, SeamError
 from buddhi._items import Item
 from buddhi._store import ExclusionCause, Store
-from buddhi.errors import PolicyError, SeamError
 
 __all__ = [
     "Context",

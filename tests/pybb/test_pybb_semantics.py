@@ -11,7 +11,7 @@ import pytest
 from pybb_sources import Boom, Confirm, Const, Dec, Seen, SetComponent, Sleepy
 from rich.console import Console
 
-from blackboard import Rejected, RejectionCause
+from blackboard import Accept, ProposedContribution, Rejected, RejectionCause
 from pybb import (
     AttemptStatus,
     Blackboard,
@@ -627,3 +627,21 @@ def test_more_regions_beside_pybbs_are_judged_by_the_applications_rule() -> None
     # the rule judged the sources' attempts and the notes, never pybb's own bookkeeping
     assert set(seen) == {"pybb.attempts", "notes"}
     assert board.get_entry("e1").good_standing
+
+
+def test_the_application_rule_judges_each_attempt_once(open_board: OpenBoard) -> None:
+    judged: list[int] = []
+
+    def rule(proposed: object, reader: object) -> Accept:
+        if isinstance(proposed, ProposedContribution) and proposed.writer.startswith("ks:"):
+            judged.append(proposed.content["attempt"])
+        return Accept()
+
+    board = open_board(admission_rule=rule)
+    ctl = controller(board)
+    ctl.route("e1", [Dec("dec", 5)])
+    board.write_entry("e1", scalar(6))
+    ctl.run()
+    attempts = [e for e in board.get_history("e1") if e.kind == "attempt"]
+    assert len(attempts) == 4
+    assert judged == [1, 2, 3, 4], "each attempt record is put to the rule once, not twice"

@@ -17,9 +17,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeAlias
 
 from blackboard._claims import Claim, Fence
-from blackboard._fast import slot_setters
 from blackboard._json import decode
-from blackboard._records import Outcome, Record, RecordKind, new_record
+from blackboard._records import Outcome, Record, RecordKind
 from blackboard.errors import IdempotencyKeyError, StoreError
 
 __all__ = [
@@ -66,66 +65,11 @@ class PendingWrite:
     check_permission: bool = False
 
 
-_new = object.__new__
-(
-    _kind,
-    _region,
-    _writer,
-    _payload,
-    _expected_version,
-    _unique_key,
-    _idempotency_key,
-    _check_permission,
-) = slot_setters(
-    PendingWrite,
-    "kind",
-    "region",
-    "writer",
-    "payload",
-    "expected_version",
-    "unique_key",
-    "idempotency_key",
-    "check_permission",
-)
-
-
-def new_pending(
-    kind: RecordKind,
-    region: str | None,
-    writer: str,
-    payload: str,
-    expected_version: int | None,
-    unique_key: str | None,
-    idempotency_key: str | None,
-    check_permission: bool,
-) -> PendingWrite:
-    """``PendingWrite(...)`` for the write path, in half the time (see ``blackboard._fast``)."""
-    write: PendingWrite = _new(PendingWrite)
-    _kind(write, kind)
-    _region(write, region)
-    _writer(write, writer)
-    _payload(write, payload)
-    _expected_version(write, expected_version)
-    _unique_key(write, unique_key)
-    _idempotency_key(write, idempotency_key)
-    _check_permission(write, check_permission)
-    return write
-
-
 @dataclass(frozen=True, slots=True)
 class Appended:
     """The write was sequenced and kept."""
 
     record: Record
-
-
-(_appended_record,) = slot_setters(Appended, "record")
-
-
-def _appended(record: Record) -> Appended:
-    appended: Appended = _new(Appended)
-    _appended_record(appended, record)
-    return appended
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +226,7 @@ def _apply_one(
     refusal = _refusal(txn, write)
     if refusal is not None:
         return refusal
-    record = new_record(
+    record = Record(
         txn.head() + 1,
         write.kind,
         write.region,
@@ -293,7 +237,7 @@ def _apply_one(
         write.idempotency_key,
     )
     txn.insert(record, write, print_)
-    return _appended(record)
+    return Appended(record)
 
 
 def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:

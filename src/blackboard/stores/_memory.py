@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from blackboard._claims import Claim, Fence
-from blackboard._faults import fault_point
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreError
+from blackboard.faults import fault_point
 from blackboard.stores import _leases
 from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
 

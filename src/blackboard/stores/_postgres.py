@@ -33,10 +33,10 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from blackboard._claims import Claim, Fence
-from blackboard._faults import fault_point
 from blackboard._json import decode
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreConfigError, StoreError, StoreOutcomeUnknownError
+from blackboard.faults import fault_point
 from blackboard.stores import _pg_claims
 from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
 from blackboard.stores._pg_listen import Listener

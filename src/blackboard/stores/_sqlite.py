@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from blackboard._claims import Claim, Fence
-from blackboard._faults import fault_point
 from blackboard._json import decode
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreConfigError, StoreError
+from blackboard.faults import fault_point
 from blackboard.stores import _leases
 from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
 

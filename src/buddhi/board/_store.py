@@ -26,8 +26,8 @@ from blackboard import (
     Written,
     create_model,
 )
-from blackboard._faults import fault_point
 from blackboard.errors import BlackboardError
+from blackboard.faults import fault_point
 from blackboard.stores import Store as BoardBackend
 from buddhi._budget import Scope, ScopePath
 from buddhi._store import (
@@ -168,8 +168,8 @@ class BoardStore(Store):
         """
         _check_attempts(attempts)
         _require_regions(model)
-        store = cls.__new__(cls)
-        store._bind(model, clock, writer, attempts, owns_model=False)
+        store = cls.__new__(cls)  # an alternate constructor: __init__ would open a board
+        cls._bind(store, model, clock, writer, attempts, owns_model=False)
         return store
 
     def _bind(

@@ -12,7 +12,6 @@ from __future__ import annotations
 from blackboard import (
     Accept,
     AdmissionRule,
-    AdmissionRuleError,
     BoardReader,
     ProposedContribution,
     ProposedWrite,
@@ -48,25 +47,6 @@ class PybbRule:
         if self._user_rule is not None:
             return self._user_rule(proposed, reader)
         return Accept()
-
-    def judge(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
-        """Ask the rule ahead of the commit, as the kernel will (and wrap as it does).
-
-        Raises:
-            AdmissionRuleError: The rule raised or returned something else than a verdict.
-        """
-        try:
-            verdict = self(proposed, reader)
-        except Exception as exc:
-            raise AdmissionRuleError(
-                f"the admission rule raised {type(exc).__name__}: {exc}; nothing was written. "
-                "A rule should return Reject('why') for writes it refuses"
-            ) from exc
-        if isinstance(verdict, Accept | Reject):
-            return verdict
-        raise AdmissionRuleError(
-            f"the admission rule returned {verdict!r}; it must return Accept() or Reject('why')"
-        )
 
     def _scope_refusal(self, proposed: ProposedContribution) -> str | None:
         name = proposed.writer[3:]

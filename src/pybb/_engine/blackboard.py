@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from blackboard import AdmissionRule, Model, Region, create_model
-from blackboard._faults import fault_point
+from blackboard.faults import fault_point
 from blackboard.stores import Store
 from pybb._engine.admission import PybbRule
 from pybb._engine.attempt import attempt_on, outside_attempt

@@ -19,14 +19,13 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from blackboard import (
-    Accept,
     Fence,
+    Judged,
     Model,
     ProposedContribution,
     ProposedPremiseWrite,
     ProposedWrite,
     Record,
-    Reject,
     Rejected,
     RejectionCause,
     WriteResult,
@@ -45,13 +44,14 @@ EntryCheck = Callable[[str, str | None, Any], None]
 
 
 class Pending(NamedTuple):
-    """A record decided but not yet committed."""
+    """A record decided but not yet committed (``judged``: the rule's verdict, if asked)."""
 
     region: str
     writer: str
     content: Any
     key: str | None
     expected_version: int = 0
+    judged: Judged | None = None
 
 
 class Journal:
@@ -123,9 +123,15 @@ class Journal:
 
     # -- writing ----------------------------------------------------------------------
 
-    def emit(self, region: str, writer: str, content: Any, key: str | None) -> None:
-        """Apply a record to the projection now; commit it now or with the batch."""
-        self._emit(region, writer, content, key)
+    def emit(
+        self, region: str, writer: str, content: Any, key: str | None, judged: Judged | None = None
+    ) -> None:
+        """Apply a record to the projection now; commit it now or with the batch.
+
+        ``judged`` is the rule's verdict on this very record (:meth:`judge`), which the
+        commit keeps instead of asking the rule again.
+        """
+        self._emit(region, writer, content, key, judged)
 
     def check_new_entry(self, content: Mapping[str, Any]) -> None:
         """Put a new entry's record to every :attr:`entry_checks` (certify segment only)."""
@@ -133,9 +139,9 @@ class Journal:
             for check in self.entry_checks:
                 check(content["key"], content.get("predicate"), content.get("conditions"))
 
-    def judge(self, proposed: ProposedWrite) -> Accept | Reject:
-        """The board rule's verdict on ``proposed``, as the commit will reach it."""
-        return self.rule.judge(proposed, self.model.reader)
+    def judge(self, proposed: ProposedWrite) -> Judged:
+        """The board rule's verdict on ``proposed``, reached once: the commit keeps it."""
+        return self.model.control.judge(proposed)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -165,10 +171,12 @@ class Journal:
 
     # -- what a negative control may replace (tests subclass these) ----------------------
 
-    def _emit(self, region: str, writer: str, content: Any, key: str | None) -> None:
+    def _emit(
+        self, region: str, writer: str, content: Any, key: str | None, judged: Judged | None = None
+    ) -> None:
         expected = self._state.cycle_version if region == CYCLE else 0
         self._state.apply(region, content)
-        item = Pending(region, writer, content, key, expected)
+        item = Pending(region, writer, content, key, expected, judged)
         if self._pending is not None:
             self._pending.append(item)
         else:
@@ -313,7 +321,9 @@ def _landed(results: list[WriteResult]) -> int | None:
     return first
 
 
-def _proposal(item: Pending) -> ProposedWrite:
+def _proposal(item: Pending) -> ProposedWrite | Judged:
+    if item.judged is not None:
+        return item.judged
     if item.region == CYCLE:
         return ProposedPremiseWrite(item.writer, CYCLE, item.content, item.expected_version)
     return ProposedContribution(item.writer, item.region, item.content)

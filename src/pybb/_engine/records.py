@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from blackboard import ProposedContribution, Reject
+from blackboard import Judged, ProposedContribution, Reject
 from pybb._engine.attempt import Outcome
 from pybb._engine.blackboard import CONTROLLER
 from pybb._engine.journal import Journal
@@ -28,37 +28,59 @@ def attempt_record(
     entry: EntryState,
     number: int,
     outcome: Outcome,
-) -> tuple[str, dict[str, Any]]:
-    """The writer and content of the attempt record: judged once, refused writes kept apart."""
+    now: datetime | None,
+) -> tuple[str, dict[str, Any], Judged | None]:
+    """The writer and content of the attempt record, and the rule's one judgement of it.
+
+    The source's own record is judged as it will be written (with its report and its
+    retry time); if the rule refuses it, the controller records the refusal instead
+    (its writes kept apart, as ``refused``), which is pybb's own bookkeeping.
+    """
     content: dict[str, Any] = {"key": entry.key, "source": source.name, "attempt": number}
     writer = f"ks:{source.name}"
     status, error = outcome.status, outcome.error
     if status is None:
         error = _shape_problem(entry, outcome.writes)
         status = AttemptStatus.ERROR if error else None
-    if status is None:
-        measurement = apply_writes(entry.measurement, outcome.writes)
-        result, good, error = predicates.verdict(entry, measurement)
-        content["status"] = (
-            AttemptStatus.CHANGED if outcome.writes else AttemptStatus.UNCHANGED
-        ).value
-        if outcome.writes:
-            content["writes"] = outcome.writes
-        content["result"] = result
-        content["good_standing"] = good
-        verdict = journal.judge(ProposedContribution(writer, ATTEMPTS, content))
-        if isinstance(verdict, Reject):
-            writer, content = CONTROLLER, {**content, "status": AttemptStatus.REFUSED.value}
-            content["refused"] = content.pop("writes", [])
-            error = verdict.reason
-            del content["result"], content["good_standing"]
-    else:
+    if status is not None:
         content["status"] = status.value
+        return writer, _finish(source, number, content, error, outcome, now), None
+    measurement = apply_writes(entry.measurement, outcome.writes)
+    result, good, error = predicates.verdict(entry, measurement)
+    changed = AttemptStatus.CHANGED if outcome.writes else AttemptStatus.UNCHANGED
+    content["status"] = changed.value
+    if outcome.writes:
+        content["writes"] = outcome.writes
+    content["result"] = result
+    content["good_standing"] = good
+    proposed = {**content}
+    judged = journal.judge(
+        ProposedContribution(
+            writer, ATTEMPTS, _finish(source, number, proposed, error, outcome, now)
+        )
+    )
+    if not isinstance(judged.verdict, Reject):
+        return writer, proposed, judged
+    refused = {**content, "status": AttemptStatus.REFUSED.value}
+    refused["refused"] = refused.pop("writes", [])
+    del refused["result"], refused["good_standing"]
+    return CONTROLLER, _finish(source, number, refused, judged.verdict.reason, outcome, now), None
+
+
+def _finish(
+    source: KnowledgeSource,
+    number: int,
+    content: dict[str, Any],
+    error: str | None,
+    outcome: Outcome,
+    now: datetime | None,
+) -> dict[str, Any]:
     if error is not None:
         content["error"] = error
     if outcome.report is not None:
         content["report"] = outcome.report
-    return writer, content
+    schedule_retry(source.retry, source.component, source.max_attempts, number, content, now)
+    return content
 
 
 def schedule_retry(

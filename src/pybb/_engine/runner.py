@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from blackboard._faults import fault_point
+from blackboard.faults import fault_point
 from pybb._engine.attempt import AttemptContext, Outcome, enter, leave
 from pybb._engine.blackboard import Blackboard
 from pybb._engine.source import KnowledgeSource

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from blackboard._faults import fault_point
+from blackboard.faults import fault_point
 from pybb._engine.attempt import AttemptContext
 from pybb._engine.blackboard import CONTROLLER, Blackboard
 from pybb._engine.journal import Journal
@@ -26,7 +26,7 @@ from pybb._engine.projection import (
     VERDICTS,
     EntryState,
 )
-from pybb._engine.records import attempt_record, escalation_content, schedule_retry
+from pybb._engine.records import attempt_record, escalation_content
 from pybb._engine.routes import NO_ROUTE, RouteTable
 from pybb._engine.runner import AttemptRunner
 from pybb._engine.seams import Clock
@@ -225,12 +225,12 @@ class CycleSteps:
         outcome = self._runner.run(source, self.blackboard, context)
         fault_point("ks.after")
         self._attempts += 1
-        writer, content = attempt_record(
-            self._journal, self._predicates, source, entry, number, outcome
-        )
         now = None if source.retry is None else self.clock.now()
-        schedule_retry(source.retry, source.component, source.max_attempts, number, content, now)
-        self._journal.emit(ATTEMPTS, writer, content, f"attempt/{key}/{source.name}/{number}")
+        writer, content, judged = attempt_record(
+            self._journal, self._predicates, source, entry, number, outcome, now
+        )
+        once = f"attempt/{key}/{source.name}/{number}"
+        self._journal.emit(ATTEMPTS, writer, content, once, judged=judged)
         if (
             entry.stage is Stage.WORKING
             and entry.source == source.name

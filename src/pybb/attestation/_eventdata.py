@@ -56,13 +56,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from pybb.attestation import _efi
+from pybb.attestation._event import Event
 from pybb.attestation._tcg import EventType, hash_constructor
-
-if TYPE_CHECKING:
-    from pybb.attestation._eventlog import Event
 
 __all__ = ["DataCheck", "DataStatus", "check_event", "data_mismatches", "secure_boot_event"]
 

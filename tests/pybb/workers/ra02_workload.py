@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import buddhi
-from blackboard._faults import InjectedFault, SeededPlan, install
+from blackboard.faults import InjectedFault, SeededPlan, install
 from blackboard.stores import Store, open_store
 from buddhi import BudgetTree, GraduatedBar
 from buddhi.reference import DEFAULT_POLICY, ReferencePack

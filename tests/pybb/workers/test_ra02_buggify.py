@@ -1,7 +1,7 @@
 """RA-02 ``crash_points_buggify``: named fault points fire under a seed; every run recovers.
 
 The kernel, pybb and buddhi's board store carry ``fault_point(name)`` calls at the places
-``blackboard._faults.POINTS`` names (before COMMIT, after COMMIT before the writer hears,
+``blackboard.faults.POINTS`` names (before COMMIT, after COMMIT before the writer hears,
 mid-KS, after the KS before admission, escalation, answer, budget charge, run close).
 Each seeded run (``ra02_workload``: three supervised repair phases on PostgreSQL) runs in
 a child forked per incarnation under ``SeededPlan(seed, incarnation)``: each point is
@@ -39,7 +39,7 @@ import pytest
 from ra02_workload import CEILING, PHASES, incarnation
 from workers_support import PgRun, pg_run
 
-from blackboard._faults import POINTS
+from blackboard.faults import POINTS
 from storekit import sized
 
 __all__ = ["pg_run"]

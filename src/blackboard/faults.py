@@ -5,7 +5,12 @@ global read) unless a test installed a plan, with :func:`install` or, in a child
 process, through the ``BLACKBOARD_FAULTS`` environment variable (the JSON of
 :class:`SeededPlan`'s arguments). RA-02 (``crash_points_buggify``) activates each point
 under a seed and fires it as ``os._exit(137)``, an exception or a delay, FoundationDB's
-"buggify" way. Not a public API: tests import it by its private name.
+"buggify" way.
+
+Public so that every package marks its own points with the kernel's one mechanism
+(pybb and buddhi's board store call :func:`fault_point`) and so that reliability tests
+arm them: ``install(plan)`` in the process, or ``BLACKBOARD_FAULTS`` for a child. A new
+point is added to :data:`POINTS`, which names every point and where it is.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Final, Protocol
 
 __all__ = [
     "ENVIRONMENT",
+    "EXIT_STATUS",
     "POINTS",
     "FaultPlan",
     "InjectedFault",
