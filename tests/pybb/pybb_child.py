@@ -63,8 +63,10 @@ class ForgetfulJournal(Journal):
             state.head = record.sequence
         self._state = state
 
-    def _emit(self, region: str, writer: str, content: Any, key: str | None) -> None:
-        super()._emit(region, writer, content, None if region == ATTEMPTS else key)
+    def _emit(
+        self, region: str, writer: str, content: Any, key: str | None, judged: Any = None
+    ) -> None:
+        super()._emit(region, writer, content, None if region == ATTEMPTS else key, judged)
 
 
 class AckEarly(Blackboard):
