@@ -340,8 +340,14 @@ def _scopes(blackboard: Blackboard) -> tuple[Mapping[str, Any], ...]:
         return ()
     scopes = []
     for path, entry in sorted(value.items()):
-        if isinstance(entry, dict) and _number(entry.get("spent")) and _number(entry.get("ceiling")):
-            scopes.append({"scope": str(path), "spent": entry["spent"], "ceiling": entry["ceiling"]})
+        if (
+            isinstance(entry, dict)
+            and _number(entry.get("spent"))
+            and _number(entry.get("ceiling"))
+        ):
+            scopes.append(
+                {"scope": str(path), "spent": entry["spent"], "ceiling": entry["ceiling"]}
+            )
     return tuple(scopes)
 
 
