@@ -18,6 +18,7 @@ import html
 import io
 import json
 import os
+import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -326,7 +327,21 @@ def _figure(caption: str, svg: str, *, wide: bool = False) -> str:
     return f'<figure class="{cls}">{svg}<figcaption>{_e(caption)}</figcaption></figure>'
 
 
+def _pygal() -> Any:
+    """pygal, without the import hook it installs for its map plugins.
+
+    ``import pygal`` appends a finder to ``sys.meta_path`` that lacks ``find_spec``,
+    so every later failed import in the process warns (``ImportWarning``); the report
+    uses no map plugin, so the finder is taken out again.
+    """
+    import pygal
+
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "PluginImportFixer"]
+    return pygal
+
+
 def _style(colours: Sequence[str] = tuple(_OUTCOME_COLOURS.values())) -> Any:
+    _pygal()
     from pygal.style import Style
 
     return Style(
@@ -364,7 +379,7 @@ def _config() -> dict[str, Any]:
 
 
 def _outcome_by_class(devices: Sequence[Mapping[str, Any]]) -> str:
-    import pygal
+    pygal = _pygal()
 
     classes = sorted({_class(d) for d in devices})
     table = Counter((_class(d), d["outcome"]) for d in devices)
@@ -379,7 +394,7 @@ def _outcome_by_class(devices: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _by_reason(escalated: Mapping[str, int]) -> str:
-    import pygal
+    pygal = _pygal()
 
     config = {**_config(), "style": _style(("#c62828",)), "show_legend": False}
     chart = pygal.HorizontalBar(**config)
@@ -445,7 +460,7 @@ _TIMELINE_POINTS = 200
 
 
 def _timeline(devices: Sequence[Mapping[str, Any]]) -> str | None:
-    import pygal
+    pygal = _pygal()
 
     series: dict[str, list[datetime]] = {"escalations decided": [], "asks": [], "decisions": []}
     for device in devices:
