@@ -383,20 +383,33 @@ def _outcome_by_class(devices: Sequence[Mapping[str, Any]]) -> str:
 
     classes = sorted({_class(d) for d in devices})
     table = Counter((_class(d), d["outcome"]) for d in devices)
-    chart = pygal.StackedBar(**_config(), x_label_rotation=20 if len(classes) > 4 else 0)
+    present = [o for o in _OUTCOME_COLOURS if any(table[(c, o)] for c in classes)]
+    tallest = max((sum(table[(c, o)] for o in present) for c in classes), default=0)
+    chart = pygal.StackedBar(
+        **{**_config(), "style": _style([_OUTCOME_COLOURS[o] for o in present])},
+        x_label_rotation=20 if len(classes) > 4 else 0,
+        y_labels=_ticks(tallest),
+    )
     chart.title = "devices per class, by outcome"
     chart.x_labels = classes
-    for outcome, colour in _OUTCOME_COLOURS.items():
-        values = [table[(c, outcome)] or None for c in classes]
-        if any(values):  # coloured per value: the style's colours go by series position
-            chart.add(outcome, [{"value": v, "color": colour} for v in values])
+    for outcome in present:  # the style's colours go by series position
+        chart.add(outcome, [table[(c, outcome)] or None for c in classes])
     return _svg(chart)
+
+
+def _ticks(top: int) -> list[int]:
+    """Whole-number axis labels from 0 to at least ``top``, at most about ten of them."""
+    step = 1
+    while top / step > 10:
+        step = step * 5 // 2 if str(step).startswith("2") else step * 2  # 1, 2, 5, 10, 20, …
+    return list(range(0, top + step, step))
 
 
 def _by_reason(escalated: Mapping[str, int]) -> str:
     pygal = _pygal()
 
     config = {**_config(), "style": _style(("#c62828",)), "show_legend": False}
+    config["y_labels"] = _ticks(max(escalated.values()))
     chart = pygal.HorizontalBar(**config)
     chart.title = "escalated devices per reason"
     chart.x_labels = list(escalated)
