@@ -544,7 +544,7 @@ def _decided_section(data: Mapping[str, Any]) -> str:
         "or resolved on the board otherwise.</p>"
     )
     rows = []
-    for d in data["devices"]:
+    for d in sorted(data["devices"], key=_decided_at):
         human = d.get("human")
         decision = (human or {}).get("decision")
         if not isinstance(decision, Mapping):
@@ -565,6 +565,13 @@ def _decided_section(data: Mapping[str, Any]) -> str:
         "<th>what</th><th>when</th><th>how</th><th>note</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></section>"
     )
+
+
+def _decided_at(device: Mapping[str, Any]) -> str:
+    """Sorts devices by when they were decided (ISO times in UTC sort as text)."""
+    decision = (device.get("human") or {}).get("decision") or {}
+    at = _time(decision.get("at"))
+    return "" if at is None else at.astimezone(UTC).isoformat()
 
 
 def _not_asked_section(data: Mapping[str, Any]) -> str:
