@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from blackboard import BlackboardError, Model, ModelMismatchError
 from pybb.attestation import FleetReport
+from pybb.cli._attest_report import report_data, write_outputs
 from pybb.cli._attest_shared import board_mismatch, fleet_of, print_report, workers_busy
 from pybb.errors import PybbError
 from pybb.supervision.attestation import SupervisedAttestation
@@ -121,8 +122,9 @@ def _until_interrupted(session: SupervisedAttestation) -> None:
 
 
 def _write(args: argparse.Namespace, session: SupervisedAttestation, report: FleetReport) -> None:
-    data = {"store": args.store, "board_id": session.board_id, **report.to_json()}
+    data = report_data(args.store, session.board_id, report, session.attestation.blackboard)
     args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    write_outputs(data, html_path=args.html, csv_path=args.csv, jsonl_path=args.jsonl)
 
 
 @contextmanager

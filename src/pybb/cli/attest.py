@@ -32,6 +32,7 @@ from rich.progress import (
 from blackboard import BlackboardError, ModelMismatchError
 from pybb.attestation import Attestation, FleetReport, save_fleet
 from pybb.cli import _attest_policy, _attest_verify
+from pybb.cli._attest_report import report_data, write_outputs
 from pybb.cli._attest_shared import (
     DEFAULT_REPORT,
     DEFAULT_STORE,
@@ -87,6 +88,15 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=Path(DEFAULT_REPORT),
         help=f"where to write the JSON report (default {DEFAULT_REPORT})",
+    )
+    parser.add_argument(
+        "--html", type=Path, metavar="FILE", help="also write the report as one self-contained page"
+    )
+    parser.add_argument(
+        "--csv", type=Path, metavar="FILE", help="also write one CSV row per device"
+    )
+    parser.add_argument(
+        "--jsonl", type=Path, metavar="FILE", help="also write one JSON line per device"
     )
     parser.add_argument(
         "--save-fleet", type=Path, metavar="DIR", help="also write the fleet to DIR"
@@ -203,9 +213,10 @@ def run_attest(args: argparse.Namespace) -> int:
         report = _run(attestation, errors, args.no_progress)
         seconds = time.perf_counter() - started
     print_report(console, report, args.examples)
-    data = {"store": args.store, "board_id": attestation.board_id, **report.to_json()}
+    data = report_data(args.store, attestation.board_id, report)
     try:
         args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        write_outputs(data, html_path=args.html, csv_path=args.csv, jsonl_path=args.jsonl)
     except OSError as exc:
         errors.print(f"pybb attest: cannot write the report {args.report}: {exc}", markup=False)
         return 2

@@ -30,6 +30,14 @@ from pybb.supervision._board import (
 from pybb.supervision._budget import OPEN_ASKS_SCOPE, AskCapReached, OncePerItemStore
 from pybb.supervision._effects import DecisionEffect, NoEffect
 from pybb.supervision._errors import SupervisionError
+from pybb.supervision._human_record import (
+    BUDGET_DECISIONS,
+    BudgetSummary,
+    HumanDecision,
+    HumanRecord,
+    budget_summary,
+    human_record,
+)
 from pybb.supervision._items import ItemFactory, ask_id_for, escalation_item
 from pybb.supervision._records import (
     SUPERVISION,
@@ -52,6 +60,7 @@ from pybb.supervision._transport import (
 )
 
 __all__ = [
+    "BUDGET_DECISIONS",
     "DEFAULT_CEILING",
     "OOB_REASON",
     "OPEN_ASKS_SCOPE",
@@ -66,7 +75,10 @@ __all__ = [
     "AskContext",
     "BoardOOBSource",
     "BoardTransport",
+    "BudgetSummary",
     "DecisionEffect",
+    "HumanDecision",
+    "HumanRecord",
     "ItemFactory",
     "NoEffect",
     "OncePerItemStore",
@@ -78,8 +90,10 @@ __all__ = [
     "Supervisor",
     "applied_answers",
     "ask_id_for",
+    "budget_summary",
     "compose_ask",
     "escalation_item",
+    "human_record",
     "supervised_blackboard",
     "supervision_records",
     "supervision_rule",
