@@ -63,12 +63,12 @@ def test_negative_control_a_full_restore_on_component_handoff_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The property catches a controller that restores the whole pair on a component handoff."""
-    restore = Blackboard._restore
+    restore = Controller._restore
 
-    def whole(self: Blackboard, key: str, component: str | None, writer: str) -> None:
-        restore(self, key, None, writer)
+    def whole(self: Controller, entry: Any, component: str | None) -> None:
+        restore(self, entry, None)
 
-    monkeypatch.setattr(Blackboard, "_restore", whole)
+    monkeypatch.setattr(Controller, "_restore", whole)
     fixes_y = Scripted("y", 1, fixes_on=1, misbehaves="nothing")
     fails_x = Scripted("x", 2, fixes_on=None, misbehaves="wrong")
     with pytest.raises(AssertionError):
