@@ -42,6 +42,7 @@ from pybb.attestation import (
     check_event,
     read_event_log,
 )
+from pybb.cli._attest_shared import registry_options
 
 __all__ = ["REGISTRY_BOARD", "SUBCOMMANDS", "add", "enrol_class"]
 
@@ -49,7 +50,6 @@ SUBCOMMANDS = ("policy", "show")
 """The words after ``pybb attest`` that this module's parsers take."""
 
 
-_DEFAULT_STORE = "sqlite:///pybb-attest.db"
 _DIGEST_CHARS = 16
 
 
@@ -80,16 +80,7 @@ def add(commands: Any) -> None:
         help="the PCRs to cover, e.g. 0,1,2,3,4,5 (default: every PCR the golden log extends)",
     )
     policy.add_argument("--bank", help="the PCR bank (default sha256 if the log has it)")
-    policy.add_argument(
-        "--store", default=_DEFAULT_STORE, help=f"the store (default {_DEFAULT_STORE})"
-    )
-    policy.add_argument(
-        "--registry",
-        default=REGISTRY_BOARD,
-        metavar="BOARD",
-        help=f"the registry board (default {REGISTRY_BOARD})",
-    )
-    policy.add_argument("--by", default="operator", help="who enrols it (on the record)")
+    registry_options(policy)
     policy.add_argument(
         "--out", type=Path, metavar="FILE", help="also write the class file (classes/CLASS.json)"
     )

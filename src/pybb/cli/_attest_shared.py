@@ -31,6 +31,7 @@ __all__ = [
     "board_mismatch",
     "fleet_of",
     "print_report",
+    "registry_options",
     "store_problem",
     "workers_busy",
 ]
@@ -161,3 +162,19 @@ def _accuracy(report: FleetReport) -> Table:
     correct = sum(1 for r in report.devices if r.correct)
     table.add_row("total", str(report.known), str(correct), f"{report.accuracy or 0:.1%}")
     return table
+
+
+def registry_options(parser: argparse.ArgumentParser) -> None:
+    """``--store``, ``--registry`` and ``--by``, as every real-evidence subcommand takes them."""
+    from pybb.attestation import REGISTRY_BOARD
+
+    parser.add_argument(
+        "--store", default=DEFAULT_STORE, help=f"the store (default {DEFAULT_STORE})"
+    )
+    parser.add_argument(
+        "--registry",
+        default=REGISTRY_BOARD,
+        metavar="BOARD",
+        help=f"the registry board (AKs, nonces, classes; default {REGISTRY_BOARD})",
+    )
+    parser.add_argument("--by", default="operator", help="who makes the change (on the record)")

@@ -29,7 +29,6 @@ from pybb.attestation import (
     EVENT_LOG_CAP,
     MAX_AK_FILE_SIZE,
     NONCE_TTL,
-    REGISTRY_BOARD,
     Attestation,
     Caps,
     DeviceOutcome,
@@ -38,28 +37,13 @@ from pybb.attestation import (
     load_attestation_key,
     load_evidence_dir,
 )
-from pybb.cli._attest_shared import print_report
+from pybb.cli._attest_shared import print_report, registry_options
 from pybb.errors import PybbError
 
 __all__ = ["SUBCOMMANDS", "add"]
 
 SUBCOMMANDS = ("enroll", "revoke", "challenge", "verify")
 """The words that, first after ``pybb attest``, select a subcommand of this module."""
-
-_DEFAULT_STORE = "sqlite:///pybb-attest.db"
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store", default=_DEFAULT_STORE, help=f"the store (default {_DEFAULT_STORE})"
-    )
-    parser.add_argument(
-        "--registry",
-        default=REGISTRY_BOARD,
-        metavar="BOARD",
-        help=f"the registry board (AKs, nonces, classes; default {REGISTRY_BOARD})",
-    )
-    parser.add_argument("--by", default="operator", help="who makes the change (on the record)")
 
 
 def add(commands: Any) -> None:
@@ -78,14 +62,14 @@ def add(commands: Any) -> None:
     enroll.add_argument(
         "--replace", action="store_true", help="re-enrol: replace the enrolled AK (a new version)"
     )
-    _common(enroll)
+    registry_options(enroll)
     enroll.set_defaults(handler=run_enroll)
 
     revoke = commands.add_parser(
         "revoke", prog="pybb attest revoke", help="revoke a device's attestation key"
     )
     revoke.add_argument("device")
-    _common(revoke)
+    registry_options(revoke)
     revoke.set_defaults(handler=run_revoke)
 
     challenge = commands.add_parser(
@@ -103,7 +87,7 @@ def add(commands: Any) -> None:
         metavar="MINUTES",
         help=f"minutes until the nonce expires (default {NONCE_TTL.total_seconds() / 60:g})",
     )
-    _common(challenge)
+    registry_options(challenge)
     challenge.set_defaults(handler=run_challenge)
 
     verify = commands.add_parser(
@@ -129,7 +113,7 @@ def add(commands: Any) -> None:
         help=f"the event log size cap (default {EVENT_LOG_CAP})",
     )
     verify.add_argument("--examples", type=int, default=1, help="reports shown per reason")
-    _common(verify)
+    registry_options(verify)
     verify.set_defaults(handler=run_verify)
 
 
