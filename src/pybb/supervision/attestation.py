@@ -50,7 +50,13 @@ from pybb.attestation import (
 from pybb.human import Answer, answer_rule, compose_rules
 from pybb.human import Ask as BoardAsk
 from pybb.supervision._board import SUPERVISION_PREMISES, SUPERVISION_REGIONS, supervision_rule
-from pybb.supervision._effects import DecisionEffect
+from pybb.supervision._effects import (
+    DecisionEffect,
+    quarantine_entry,
+    quarantined,
+    remeasure_requests,
+    request_remeasure,
+)
 from pybb.supervision._run import SupervisedRun
 from pybb.supervision._settings import SupervisionSettings
 from pybb.supervision._supervisor import Supervisor
@@ -179,9 +185,13 @@ class AttestationEffect(DecisionEffect):
     explained by an accepted digest now has reference = quote), and every other
     escalated device the extended allowlist explains is resolved the same way, by the
     same person, under the decision ``accept-digest``. ``quarantine`` and
-    ``remeasure`` are recorded by the resolution; acting on them is the operator's.
-    Idempotent: accepting a digest already allowed and resolving a device already
-    resolved change nothing.
+    ``quarantine`` puts the device on the board's quarantine list
+    (:func:`~pybb.supervision.quarantined`, shown by the report and by ``pybb attest
+    quarantine``); ``remeasure`` writes a re-measure request
+    (:func:`~pybb.supervision.remeasure_requests`), which
+    :meth:`SupervisedAttestation.remeasure` honours when fresh evidence arrives.
+    Idempotent: accepting a digest already allowed, resolving a device already
+    resolved, and quarantining or requesting twice change nothing.
     """
 
     def measurement(self, answer: Answer, escalation: Escalation) -> Any:
@@ -193,7 +203,15 @@ class AttestationEffect(DecisionEffect):
         return _repaired(escalation, report, accepted)
 
     def apply(self, answer: Answer, escalation: Escalation, controller: Controller) -> None:
-        """Extend the class allowlist, then settle the other devices it now explains."""
+        """Quarantine, ask for a re-measure, or extend the allowlist and settle its devices."""
+        control = controller.blackboard.model.control
+        if answer.option in (QUARANTINE, REMEASURE):
+            act = quarantine_entry if answer.option == QUARANTINE else request_remeasure
+            act(
+                control, escalation.key, by=answer.by, at=answer.at, ask_id=answer.ask_id,
+                note=answer.note,
+            )  # fmt: skip
+            return
         if answer.option != ACCEPT:
             return
         board = controller.blackboard
@@ -306,7 +324,20 @@ class SupervisedAttestation:
         self.run.run()
         self.attestation.run(chunk_done)
         self.run.run()
-        return self.attestation.report()
+        return self.report()
+
+    def report(self) -> FleetReport:
+        """Where every device stands now, with the board's quarantine list."""
+        listed = tuple(quarantined(self.attestation.blackboard))
+        return dataclasses.replace(self.attestation.report(), quarantined=listed)
+
+    def quarantined(self) -> list[str]:
+        """The devices people quarantined, in the order they did."""
+        return quarantined(self.attestation.blackboard)
+
+    def remeasure_requests(self) -> list[dict[str, Any]]:
+        """The re-measure requests people made, oldest first."""
+        return remeasure_requests(self.attestation.blackboard)
 
     def close(self) -> None:
         """Close the supervisor and the attestation's board."""
