@@ -46,6 +46,7 @@ def add(commands: Any) -> None:
 def run_quarantine(args: argparse.Namespace) -> int:
     """Run ``pybb attest quarantine``; return its exit status."""
     from blackboard import BlackboardError
+    from pybb.errors import PybbError
     from pybb.inbox import attach_run
     from pybb.supervision import QUARANTINE_KIND
     from pybb.supervision._records import BoardIndex
@@ -53,7 +54,7 @@ def run_quarantine(args: argparse.Namespace) -> int:
     errors = Console(stderr=True, highlight=False)
     try:
         model = attach_run(args.store, args.board_id)
-    except (BlackboardError, ValueError, OSError) as exc:
+    except (BlackboardError, PybbError, ValueError, OSError) as exc:
         errors.print(f"pybb attest quarantine: {exc}", markup=False, soft_wrap=True)
         return 2
     try:

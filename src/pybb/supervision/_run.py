@@ -131,6 +131,7 @@ class SupervisedRun:
             self._swept = True
             self.supervisor.sweep()
         self.supervisor.flush()
+        self.supervisor.serve_pulls()
         self.controller.refresh()  # take in what the supervisor wrote, for the next writer
         return summary
 
@@ -139,6 +140,7 @@ class SupervisedRun:
         self.watcher.apply()
         summary = self.controller.run()
         self.supervisor.flush()
+        self.supervisor.serve_pulls()
         self.controller.refresh()
         return summary
 
