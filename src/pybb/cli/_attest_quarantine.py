@@ -37,7 +37,8 @@ def add(commands: Any) -> None:
         "--store", default=_DEFAULT_STORE, help=f"the run's store (default {_DEFAULT_STORE})"
     )
     parser.add_argument(
-        "--board-id", help="the run's board, e.g. attest-demo-200-seed-0 (default: the kernel's default board)"
+        "--board-id",
+        help="the run's board, e.g. attest-demo-200-seed-0 (default: the kernel's default board)",
     )
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
     parser.set_defaults(handler=run_quarantine)

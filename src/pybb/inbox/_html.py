@@ -284,7 +284,10 @@ async def not_asked(request: Request) -> Response:
         return _message(inbox, 422, "Not a page", "page must be a positive number.", session)
     rows = await run_in_threadpool(not_asked_rows, inbox.model)
     page = page_of(rows, number)
-    nonces = {r["escalation"]: inbox.sessions.nonce(session, f"pull:{r['escalation']}") for r in page.items}
+    nonces = {
+        r["escalation"]: inbox.sessions.nonce(session, f"pull:{r['escalation']}")
+        for r in page.items
+    }
     budget = list(inbox.budget.usage())
     return inbox.render(
         "not_asked.html", human=session.human, csrf=session.csrf, page=page, nonces=nonces,
@@ -341,10 +344,16 @@ def _pull(inbox: Inbox, human: str, escalation: str, note: str) -> tuple[str, st
         outcome = next((r["pulled"] for r in done if r["escalation"] == escalation), None)
         if outcome is not None and outcome.get("kind") == "pulled":
             if outcome.get("outcome") == "asked":
-                return "Asked", f"It is an ask now ({outcome.get('ask_id')}); it is on your inbox.", 200
+                return (
+                    "Asked",
+                    f"It is an ask now ({outcome.get('ask_id')}); it is on your inbox.",
+                    200,
+                )
             return "Budget refused it", f"Not asked: {outcome.get('message')}.", 409
         time.sleep(0.1)
-    text = "Requested; the run asks it when it next polls the board (no run is applying answers now)."
+    text = (
+        "Requested; the run asks it when it next polls the board (no run is applying answers now)."
+    )
     return "Requested", text, 202
 
 

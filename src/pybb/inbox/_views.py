@@ -1,5 +1,7 @@
-"""What the inbox shows beyond one ask: filters, root-cause groups, pages, the decided and
-not-asked views, and the preview of accepting a digest. Framework-free and synchronous.
+"""What the inbox shows beyond one ask: filters, groups, pages, views, previews.
+
+Framework-free and synchronous: the filters, the root-cause groups, the pages, the
+decided and not-asked views, and the preview of accepting a digest.
 
 An ask's *root cause* is its reason, its device class and its first unexplained finding
 (the PCR and digest found there), read from the tier report the wiring put in
@@ -224,7 +226,7 @@ def group_token(ask_ids: Iterable[str]) -> str:
 
 def decided_rows(states: Iterable[AskState]) -> list[dict[str, Any]]:
     """Every settled ask, newest first: who decided, what, when, and how."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for state in states:
         ask = state.ask
         if state.answer is not None:
@@ -249,7 +251,7 @@ def decided_rows(states: Iterable[AskState]) -> list[dict[str, Any]]:
                     "what": "closed without an answer", "note": reason,
                 }
             )  # fmt: skip
-    rows.sort(key=lambda row: row["at"], reverse=True)
+    rows.sort(key=lambda row: row["at"].isoformat(), reverse=True)
     return rows
 
 
@@ -260,9 +262,7 @@ def not_asked_rows(model: Model) -> list[dict[str, Any]]:
     except ImportError:  # pragma: no cover - buddhi ships with pybb
         return []
     rows = BoardIndex(model.reader).rows()
-    pulled = {
-        str(c.get("escalation")): c for _, c in rows if c.get("kind") in ("pull", "pulled")
-    }
+    pulled = {str(c.get("escalation")): c for _, c in rows if c.get("kind") in ("pull", "pulled")}
     found = []
     for sequence, content in rows:
         if content.get("kind") != "decision" or content.get("disposition") != "DENIED":
@@ -289,7 +289,13 @@ def digest_preview(states: Iterable[AskState], ask: Ask) -> list[str]:
     class, is one of ``ask``'s allowlist candidates.
     """
     candidates = {
-        (str(c.get("class")), c.get("pcr"), str(c.get("digest")), c.get("event_type"), c.get("label"))
+        (
+            str(c.get("class")),
+            c.get("pcr"),
+            str(c.get("digest")),
+            c.get("event_type"),
+            c.get("label"),
+        )
         for c in tier_report(ask).get("allowlist_candidates", ())
         if isinstance(c, Mapping)
     }
@@ -305,7 +311,13 @@ def digest_preview(states: Iterable[AskState], ask: Ask) -> list[str]:
         device_class = str(report.get("class"))
         if all(
             f.get("reason") == "tampered_component"
-            and (device_class, f.get("pcr"), str(f.get("found")), f.get("event_type"), f.get("label"))
+            and (
+                device_class,
+                f.get("pcr"),
+                str(f.get("found")),
+                f.get("event_type"),
+                f.get("label"),
+            )
             in candidates
             for f in findings
         ):

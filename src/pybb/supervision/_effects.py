@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from blackboard import Control, BoardReader, Model, RejectionCause, Written
+from blackboard import BoardReader, Control, Model, RejectionCause, Written
 from pybb import Blackboard, Controller, Escalation
 from pybb.human import Answer
 from pybb.supervision._errors import SupervisionError

@@ -265,7 +265,10 @@ class Supervisor(ControllerObserver):
             "at": self._now().isoformat(),
         }  # fmt: skip
         if decision is None or decision.disposition is not Disposition.DENIED or escalation is None:
-            outcome |= {"outcome": "refused", "message": "it is not an escalation the budget denied"}
+            outcome |= {
+                "outcome": "refused",
+                "message": "it is not an escalation the budget denied",
+            }
             return self._write_row(outcome)
         item = self._item(escalation)
         scope = self.settings.scope_of(escalation)

@@ -71,9 +71,7 @@ def test_a_remeasure_answer_is_a_request_on_the_board(tmp_path: Path) -> None:
         asks = {a.entry: a for a in session.run.open_asks()}
         answer(board.model.control, "human:alice", asks[first].ask_id, REMEASURE)
         session.run.poll()
-        assert [(r["key"], r["by"]) for r in remeasure_requests(board)] == [
-            (first, "human:alice")
-        ]
+        assert [(r["key"], r["by"]) for r in remeasure_requests(board)] == [(first, "human:alice")]
         assert quarantined(board) == []
 
 

@@ -73,7 +73,8 @@ def test_a_person_accepts_a_digest_in_the_browser_and_the_other_device_passes(
             # Fleet policy changes only after a preview of exactly what it repairs.
             assert person.page.inner_text(".repair-count") == "2"
             assert person.page.locator("ul.repairs li").all_inner_texts() == ["first", "twin"]
-            assert ask_state(reader, asks["first"].ask_id).status is AskStatus.OPEN
+            still = ask_state(reader, asks["first"].ask_id)
+            assert still is not None and still.status is AskStatus.OPEN
             person.inspect()
             person.page.click("button[data-confirm]")
             person.page.wait_for_load_state()

@@ -50,7 +50,10 @@ def _person(browser: Any, command: Any, model: Any, name: str = "operator") -> S
 
 
 def test_one_answer_to_a_group_writes_one_answer_per_member(
-    tmp_path: Path, fleet_folder: Path, attest_inbox: Any, browser: Any  # noqa: F811
+    tmp_path: Path,
+    fleet_folder: Path,
+    attest_inbox: Any,  # noqa: F811
+    browser: Any,  # noqa: F811
 ) -> None:
     store = tmp_path / "attest.db"
     command = attest_inbox(str(fleet_folder), store=store)
@@ -69,9 +72,10 @@ def test_one_answer_to_a_group_writes_one_answer_per_member(
             states = [ask_state(model.reader, a.ask_id) for a in asks.values()]
             assert all(s is not None and s.status is AskStatus.ANSWERED for s in states)
             answers = [s.answer for s in states if s is not None and s.answer is not None]
-            assert sorted((a.by, a.option, a.note) for a in answers) == [
-                ("human:operator", QUARANTINE, "both from one bad image")
-            ] * 2
+            assert (
+                sorted((a.by, a.option, a.note) for a in answers)
+                == [("human:operator", QUARANTINE, "both from one bad image")] * 2
+            )
             # Answering the group again admits nothing more: each member was answered once.
             person.page.go_back()
             person.page.reload()
@@ -85,7 +89,10 @@ def test_one_answer_to_a_group_writes_one_answer_per_member(
 
 
 def test_a_quarantine_in_the_browser_reaches_the_json_report_and_the_cli(
-    tmp_path: Path, fleet_folder: Path, attest_inbox: Any, browser: Any  # noqa: F811
+    tmp_path: Path,
+    fleet_folder: Path,
+    attest_inbox: Any,  # noqa: F811
+    browser: Any,  # noqa: F811
 ) -> None:
     store = tmp_path / "attest.db"
     command = attest_inbox(str(fleet_folder), store=store)
@@ -121,7 +128,10 @@ def test_a_quarantine_in_the_browser_reaches_the_json_report_and_the_cli(
 
 
 def test_the_decided_view_says_who_decided_what_and_when(
-    tmp_path: Path, fleet_folder: Path, attest_inbox: Any, browser: Any  # noqa: F811
+    tmp_path: Path,
+    fleet_folder: Path,
+    attest_inbox: Any,  # noqa: F811
+    browser: Any,  # noqa: F811
 ) -> None:
     store = tmp_path / "attest.db"
     command = attest_inbox(str(fleet_folder), store=store)
@@ -156,7 +166,9 @@ def test_the_decided_view_says_who_decided_what_and_when(
 
 
 def test_a_person_pulls_a_not_asked_escalation_into_an_ask_within_the_budget(
-    tmp_path: Path, attest_inbox: Any, browser: Any  # noqa: F811
+    tmp_path: Path,
+    attest_inbox: Any,  # noqa: F811
+    browser: Any,  # noqa: F811
 ) -> None:
     store = tmp_path / "attest.db"
     command = attest_inbox("--demo", "200", store=store)
@@ -183,7 +195,7 @@ def test_a_person_pulls_a_not_asked_escalation_into_an_ask_within_the_budget(
             assert "asked by human:operator" in row.inner_text()
         finally:
             person.finish("inboxui-pull")
-        spent = [s for s in ask_states(model.reader)]
+        spent = list(ask_states(model.reader))
         assert len(spent) == before + 1
     finally:
         model.close()
