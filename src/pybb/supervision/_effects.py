@@ -36,6 +36,15 @@ class DecisionEffect:
     hook leaves the answer to be applied again at the next poll.
     """
 
+    def defers(self, answer: Answer, escalation: Escalation) -> bool:
+        """Whether ``answer`` waits for something before it resolves its entry.
+
+        A deferred answer (e.g. "re-measure the device") is recorded as applied with
+        the outcome ``awaiting``, and :meth:`apply` runs; resolving the entry is then
+        the application's, once what it waits for arrives (fresh evidence).
+        """
+        return False
+
     def measurement(self, answer: Answer, escalation: Escalation) -> Any:
         """The entry's measurement once ``answer`` is applied, or ``None`` to keep it."""
         return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -194,6 +195,10 @@ class AttestationEffect(DecisionEffect):
     resolved, and quarantining or requesting twice change nothing.
     """
 
+    def defers(self, answer: Answer, escalation: Escalation) -> bool:
+        """A re-measure waits for fresh evidence before it resolves the device."""
+        return answer.option == REMEASURE
+
     def measurement(self, answer: Answer, escalation: Escalation) -> Any:
         """The repaired measurement when the digests are accepted, else ``None``."""
         if answer.option != ACCEPT:
@@ -299,6 +304,7 @@ class SupervisedAttestation:
             board = self.attestation.blackboard
             supervisor = Supervisor(board, settings or attestation_settings())
             self.run = SupervisedRun(self.attestation.controller, supervisor)
+            self.run.after_poll.append(self.remeasure)
         except BaseException:
             self.attestation.close()
             raise
@@ -338,6 +344,40 @@ class SupervisedAttestation:
     def remeasure_requests(self) -> list[dict[str, Any]]:
         """The re-measure requests people made, oldest first."""
         return remeasure_requests(self.attestation.blackboard)
+
+    def remeasure(self) -> list[str]:
+        """Run again every device sent back for re-measuring whose fresh evidence arrived.
+
+        For each re-measure request whose device is still escalated, the device's
+        evidence is loaded again from the fleet; if it differs from what was measured,
+        the device is resolved out of band by the person who asked, with the decision
+        ``remeasure`` and the fresh measurement, which the controller evaluates at once
+        (it passes, or stays resolved out of good standing). Evidence that has not
+        changed yet leaves the request waiting. Runs at every poll of the run.
+
+        Returns:
+            The devices run again now.
+        """
+        board = self.attestation.blackboard
+        done = []
+        for request in remeasure_requests(board):
+            key = request["key"]
+            escalation = board.get_escalation(key) if key in board.escalate else None
+            if escalation is None or board.get_resolution(key) is not None:
+                continue
+            fresh = self.attestation.fresh_entry(key).measurement
+            if fresh == escalation.report.measurement:
+                continue  # nothing new yet: the device has not been measured again
+            self.run.controller.resolve(
+                key,
+                REMEASURE,
+                by=str(request["by"]),
+                at=datetime.fromisoformat(str(request["at"])),
+                measurement=fresh,
+                idempotency_key=f"remeasure/{request.get('ask_id') or key}"[:256],
+            )
+            done.append(key)
+        return done
 
     def close(self) -> None:
         """Close the supervisor and the attestation's board."""
