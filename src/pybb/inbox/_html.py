@@ -239,13 +239,14 @@ async def _preview(
 ) -> Response:
     """The devices an accepted digest would repair, and a form that confirms it."""
     states = await run_in_threadpool(visible_states, inbox.model, session.human)
+    unasked = await run_in_threadpool(not_asked_rows, inbox.model)
     by_id = {s.ask.ask_id: s for s in states}
     repaired: list[str] = []
     for ask_id in ask_ids:
         state = by_id.get(ask_id)
         if state is None:
             return _message(inbox, 404, "No such ask", "There is no such ask for you.", session)
-        for device in digest_preview(states, state.ask):
+        for device in digest_preview(states, state.ask, unasked):
             if device not in repaired:
                 repaired.append(device)
     single = len(ask_ids) == 1

@@ -269,8 +269,10 @@ def not_asked_rows(model: Model) -> list[dict[str, Any]]:
             continue
         details = content.get("details") or {}
         denied = details.get("denied") if isinstance(details, Mapping) else None
+        tier = details.get("tier") if isinstance(details, Mapping) else None
         found.append(
             {
+                "tier": tier if isinstance(tier, Mapping) else {},
                 "escalation": content.get("escalation"), "key": content.get("key"),
                 "reason": content.get("reason"), "scope": content.get("scope"),
                 "denied": denied if isinstance(denied, Mapping) else {},
@@ -281,12 +283,16 @@ def not_asked_rows(model: Model) -> list[dict[str, Any]]:
     return found
 
 
-def digest_preview(states: Iterable[AskState], ask: Ask) -> list[str]:
+def digest_preview(
+    states: Iterable[AskState], ask: Ask, not_asked: Iterable[Mapping[str, Any]] = ()
+) -> list[str]:
     """The devices accepting ``ask``'s digests would repair, the answered one first.
 
     A device is repaired when every unexplained finding of its tier report is a
     tampered component whose digest, in that slot (PCR, event type, label) of that
-    class, is one of ``ask``'s allowlist candidates.
+    class, is one of ``ask``'s allowlist candidates: the devices of the other open asks,
+    and the escalations the budget did not ask about (``not_asked``, from their
+    decision records' brief of the tier report).
     """
     candidates = {
         (
@@ -304,25 +310,27 @@ def digest_preview(states: Iterable[AskState], ask: Ask) -> list[str]:
         other = state.ask
         if other.ask_id == ask.ask_id or state.status is not AskStatus.OPEN:
             continue
-        report = tier_report(other)
-        findings = _unexplained(report)
-        if not findings or report.get("reason") != "tampered_component":
-            continue
-        device_class = str(report.get("class"))
-        if all(
-            f.get("reason") == "tampered_component"
-            and (
-                device_class,
-                f.get("pcr"),
-                str(f.get("found")),
-                f.get("event_type"),
-                f.get("label"),
-            )
-            in candidates
-            for f in findings
-        ):
+        if _repaired_by(tier_report(other), candidates):
             repaired.append(other.entry)
+    for row in not_asked:
+        key = str(row.get("key"))
+        fixed = row.get("pulled") is None and _repaired_by(row.get("tier") or {}, candidates)
+        if fixed and key not in repaired:
+            repaired.append(key)
     return repaired
+
+
+def _repaired_by(report: Mapping[str, Any], candidates: set[tuple[Any, ...]]) -> bool:
+    findings = _unexplained(report)
+    if not findings or report.get("reason") != "tampered_component":
+        return False
+    device_class = str(report.get("class"))
+    return all(
+        f.get("reason") == "tampered_component"
+        and (device_class, f.get("pcr"), str(f.get("found")), f.get("event_type"), f.get("label"))
+        in candidates
+        for f in findings
+    )
 
 
 def now_utc() -> datetime:

@@ -371,7 +371,7 @@ class Supervisor(ControllerObserver):
             reason=outcome.reason,
             scope=scope,
             ask_id=ask_id_for(escalation) if escalated else None,
-            details=outcome_details(outcome),
+            details={**outcome_details(outcome), **_summary(escalation)},
             trail=outcome.trail,
             at=self._now(),
         )
@@ -449,6 +449,25 @@ def outcome_details(outcome: Outcome) -> dict[str, Any]:
     if outcome.refusal is not None:
         details["denied"] = refusal_details(outcome.refusal)
     return details
+
+
+def _summary(escalation: Escalation) -> dict[str, Any]:
+    """What the tier found, in brief: the inbox filters, groups and previews by it.
+
+    Only a tier report's ``reason``, ``class`` and its findings' slots and digests (no
+    texts), so a denied escalation, which has no ask, can still be shown and counted.
+    """
+    tier = escalation.report.tier_report
+    if not isinstance(tier, Mapping):
+        return {}
+    keys = ("pcr", "found", "reason", "event_type", "label")
+    findings = tier.get("findings")
+    brief = [
+        {k: f.get(k) for k in keys if f.get(k) is not None}
+        for f in (findings if isinstance(findings, list) else [])[:16]
+        if isinstance(f, Mapping)
+    ]
+    return {"tier": {"reason": tier.get("reason"), "class": tier.get("class"), "findings": brief}}
 
 
 def refusal_details(refusal: AdmissionRefused) -> dict[str, Any]:

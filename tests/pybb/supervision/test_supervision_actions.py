@@ -166,3 +166,31 @@ def _measured_again_clean(folder: Path, device: str) -> None:
     (folder / log_name).write_bytes(evidence.log)
     data = json.dumps(evidence.to_json(log_name), indent=1)
     (folder / "devices" / f"{device}.json").write_text(data, encoding="utf-8")
+
+
+def test_the_accept_preview_counts_the_devices_the_budget_did_not_ask_about(
+    tmp_path: Path,
+) -> None:
+    from pybb.inbox._service import visible_states
+    from pybb.inbox._views import digest_preview, not_asked_rows
+    from pybb.supervision.attestation import ACCEPT
+
+    fleet, first, twin = twin_fleet(between=3, name="preview")
+    settings = attestation_settings(asks=1)  # the twin is escalated but not asked
+    with SupervisedAttestation(
+        fleet, store=f"sqlite:///{tmp_path / 'v.db'}", settings=settings
+    ) as session:
+        session.attest()
+        model = session.attestation.blackboard.model
+        asks = {a.entry: a for a in session.run.open_asks()}
+        assert set(asks) == {first}
+        states = visible_states(model, "human:alice")
+        unasked = not_asked_rows(model)
+        assert [r["key"] for r in unasked] == [twin]
+        assert digest_preview(states, asks[first], unasked) == [first, twin]
+        assert digest_preview(states, asks[first]) == [first]  # control: asks alone
+        # What the preview promised is what accepting does.
+        answer(model.control, "human:alice", asks[first].ask_id, ACCEPT)
+        session.run.poll()
+        board = session.attestation.blackboard
+        assert all(board.get_entry(d).good_standing for d in (first, twin))

@@ -205,3 +205,48 @@ def test_a_person_pulls_a_not_asked_escalation_into_an_ask_within_the_budget(
 def _closed(reader: Any, ask_id: str) -> bool:
     state = ask_state(reader, ask_id)
     return state is not None and state.status is AskStatus.CLOSED
+
+
+@pytest.mark.skipif(
+    os.environ.get("PYBB_DOCS_SCREENSHOT") != "1",
+    reason="set PYBB_DOCS_SCREENSHOT=1 to refresh the screenshots of docs/inbox.md",
+)
+def test_refresh_the_docs_screenshots_of_issue_15(
+    tmp_path: Path,
+    attest_inbox: Any,  # noqa: F811
+    browser: Any,  # noqa: F811
+) -> None:
+    store = tmp_path / "attest.db"
+    command = attest_inbox("--demo", "200", store=store)
+    model = board_of(store, "attest-demo-200-seed-0")
+    docs = REPO / "docs"
+    try:
+        person = _person(browser, command, model)
+        try:
+            person.page.screenshot(path=str(docs / "inbox-groups.png"))
+            person.page.goto("/?reason=tampered_component")
+            accept = person.page.locator("button[data-option='accept-digest']")
+            if accept.count():
+                person.inspect()
+                accept.first.click()
+                person.page.wait_for_load_state()
+                person.page.screenshot(path=str(docs / "inbox-confirm.png"))
+                person.page.click("button[data-confirm]")
+                person.page.wait_for_load_state()
+            person.page.goto("/")
+            card = person.page.locator("article.ask").first
+            person.inspect()
+            card.locator("button[data-option='quarantine']").click()
+            person.page.wait_for_load_state()
+            person.page.goto("/decided")
+            person.page.screenshot(path=str(docs / "inbox-decided.png"))
+            person.page.goto("/not-asked")
+            person.page.screenshot(path=str(docs / "inbox-not-asked.png"))
+            person.inspect()
+        finally:
+            person.finish("inboxui-docs")
+    finally:
+        model.close()
+    command.stop()
+    for name in ("groups", "decided", "not-asked"):
+        assert (docs / f"inbox-{name}.png").stat().st_size < 300_000
