@@ -276,7 +276,7 @@ def not_asked_rows(model: Model) -> list[dict[str, Any]]:
                 "escalation": content.get("escalation"), "key": content.get("key"),
                 "reason": content.get("reason"), "scope": content.get("scope"),
                 "denied": denied if isinstance(denied, Mapping) else {},
-                "at": content.get("at"), "sequence": sequence,
+                "at": _parsed_time(content.get("at")), "sequence": sequence,
                 "pulled": pulled.get(str(content.get("escalation"))),
             }
         )  # fmt: skip
@@ -345,6 +345,13 @@ def _unexplained(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [
         f for f in findings if isinstance(f, Mapping) and f.get("reason") != "sanctioned_update"
     ]
+
+
+def _parsed_time(value: object) -> datetime | str:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else ""
+    except ValueError:
+        return value if isinstance(value, str) else ""
 
 
 def _closer(reason: str) -> str:
