@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -58,6 +58,7 @@ from pybb.supervision._effects import (
     remeasure_requests,
     request_remeasure,
 )
+from pybb.supervision._records import SUPERVISION, SUPERVISOR_WRITER, BoardIndex
 from pybb.supervision._run import SupervisedRun
 from pybb.supervision._settings import SupervisionSettings
 from pybb.supervision._supervisor import Supervisor
@@ -276,6 +277,10 @@ class SupervisedAttestation:
         board_id: The board (default ``attest-<fleet name>``).
         settings: The supervision (default :func:`attestation_settings`).
         chunk_size: Devices per controller run (see ``Attestation``).
+        challenge: With real evidence, how to issue a device a fresh nonce (e.g.
+            ``pybb.attestation.Registry(...).challenge``): a device sent back for
+            re-measuring is challenged once, and the nonce is recorded on the board
+            (``challenge:<device>``) for the operator to quote over.
 
     Attributes:
         attestation: The attestation (its board declares the human loop too).
@@ -290,7 +295,9 @@ class SupervisedAttestation:
         board_id: str | None = None,
         settings: SupervisionSettings | None = None,
         chunk_size: int | None = None,
+        challenge: Callable[[str], bytes] | None = None,
     ) -> None:
+        self._challenge = challenge
         self.attestation = Attestation(
             fleet,
             store=store,
@@ -365,6 +372,8 @@ class SupervisedAttestation:
             escalation = board.get_escalation(key) if key in board.escalate else None
             if escalation is None or board.get_resolution(key) is not None:
                 continue
+            if self._challenge is not None:
+                self._challenge_once(key)
             fresh = self.attestation.fresh_entry(key).measurement
             if fresh == escalation.report.measurement:
                 continue  # nothing new yet: the device has not been measured again
@@ -378,6 +387,21 @@ class SupervisedAttestation:
             )
             done.append(key)
         return done
+
+    def challenges(self) -> dict[str, str]:
+        """The fresh nonces (hex) issued to devices sent back for re-measuring."""
+        rows = BoardIndex(self.attestation.blackboard.model.reader).rows()
+        return {c["key"]: c["nonce"] for _, c in rows if c.get("kind") == "challenge"}
+
+    def _challenge_once(self, key: str) -> None:
+        if key in self.challenges():
+            return
+        assert self._challenge is not None
+        nonce = self._challenge(key)
+        content = {"id": f"challenge:{key}", "kind": "challenge", "key": key,
+                   "nonce": nonce.hex(), "at": datetime.now(UTC).isoformat()}  # fmt: skip
+        # Unique on id: a second process's challenge is refused and the first one stands.
+        self.attestation.blackboard.model.control.write(SUPERVISOR_WRITER, SUPERVISION, content)
 
     def close(self) -> None:
         """Close the supervisor and the attestation's board."""

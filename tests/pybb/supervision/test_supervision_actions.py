@@ -194,3 +194,27 @@ def test_the_accept_preview_counts_the_devices_the_budget_did_not_ask_about(
         session.run.poll()
         board = session.attestation.blackboard
         assert all(board.get_entry(d).good_standing for d in (first, twin))
+
+
+def test_with_real_evidence_a_remeasure_issues_the_device_one_fresh_challenge(
+    tmp_path: Path,
+) -> None:
+    from pybb.attestation import Registry
+
+    fleet, first, _ = twin_fleet(between=0, name="nonce")
+    store = f"sqlite:///{tmp_path / 'n.db'}"
+    registry = Registry(store, "registry", writer="human:ops")
+    with (
+        registry,
+        SupervisedAttestation(fleet, store=store, challenge=registry.challenge) as session,
+    ):
+        session.attest()
+        board = session.attestation.blackboard
+        asks = {a.entry: a for a in session.run.open_asks()}
+        assert session.challenges() == {}
+        answer(board.model.control, "human:alice", asks[first].ask_id, REMEASURE)
+        session.run.poll()
+        session.run.poll()  # challenged once, not at every poll
+        nonces = session.challenges()
+        assert list(nonces) == [first]
+        registry.spend(first, bytes.fromhex(nonces[first]))  # issued to it, unexpired
