@@ -183,3 +183,11 @@ def _budget_regions() -> list[Any]:
     from blackboard import Premise
 
     return [Premise("budget")]
+
+
+def test_the_live_part_keeps_the_filters(fleet_client: AppClient, alice: str) -> None:
+    login(fleet_client, alice)
+    page = fleet_client.get("/?class=arch-linux").text
+    assert 'data-fragment="/fragments/live?class=arch-linux"' in page
+    live = fleet_client.get("/fragments/live?class=arch-linux").text
+    assert 'data-ask="t-3"' in live and 'data-ask="t-0"' not in live
