@@ -1,18 +1,25 @@
-"""The pages: login, the open asks, one ask, answering by form, and the live fragment.
+"""The pages: login, the asks, answering by form, the live fragment, and the views.
+
+Besides one ask and the open asks: a group's answer, the accept-digest preview, the
+decided and not-asked views, and pulling a not-asked escalation into an ask.
 
 Every page needs a login (a session cookie from ``POST /login`` with a token). Every
 form carries the session's CSRF token; every answer form also carries a nonce bound to
-its session and ask. The ``Origin`` checks are the outer middleware's.
+its session and ask (a group's: to the exact set of its asks; a pull's: to the
+escalation; a confirmation of an accepted digest: to its ask or group). The ``Origin``
+checks are the outer middleware's.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
+from blackboard import Rejected, RejectionCause
 from pybb.human import AskStatus, is_valid_id
 from pybb.inbox._context import SESSION_COOKIE, Inbox, inbox_of
 from pybb.inbox._events import event_stream
@@ -318,10 +325,6 @@ async def pull(request: Request) -> Response:
 
 
 def _pull(inbox: Inbox, human: str, escalation: str, note: str) -> tuple[str, str, int]:
-    import time
-
-    from blackboard import Rejected, RejectionCause
-
     rows = {r["escalation"]: r for r in not_asked_rows(inbox.model)}
     row = rows.get(escalation)
     if row is None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from blackboard import Model
 from pybb.human import Ask, AskState, AskStatus
@@ -73,8 +74,6 @@ class Filters:
             ("age", self.age),
             *((k, str(v)) for k, v in more.items()),
         ]
-        from urllib.parse import urlencode
-
         return urlencode([(k, v) for k, v in pairs if v])
 
     def admits(self, ask: Ask, now: datetime) -> bool:
