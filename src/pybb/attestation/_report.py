@@ -466,10 +466,12 @@ class FleetReport:
     Attributes:
         fleet: The fleet's name.
         devices: One result per device, in the fleet's order.
+        quarantined: The devices people quarantined (a supervised run's board list).
     """
 
     fleet: str
     devices: tuple[DeviceResult, ...]
+    quarantined: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
         """Devices per outcome (every outcome listed, zeros included)."""
@@ -508,6 +510,7 @@ class FleetReport:
     def to_json(self) -> dict[str, Any]:
         """The whole report as JSON: summary, accuracy, and every device."""
         accuracy = self.accuracy
+        held = set(self.quarantined)
         return {
             "fleet": self.fleet,
             "devices_total": len(self.devices),
@@ -520,5 +523,9 @@ class FleetReport:
                 "rate": accuracy,
                 "by_kind": self.accuracy_by_kind(),
             },
-            "devices": [result.to_json() for result in self.devices],
+            "quarantined": list(self.quarantined),
+            "devices": [
+                {**result.to_json(), **({"quarantined": True} if result.device in held else {})}
+                for result in self.devices
+            ],
         }

@@ -565,6 +565,17 @@ class Attestation:
         conditions = dict.fromkeys(measurement, QUOTE_MATCHES_REFERENCE)
         return BlackboardEntry(conditions=conditions, measurement=measurement)
 
+    def fresh_entry(self, device: str) -> BlackboardEntry:
+        """The device's entry from its evidence as the fleet gives it now (not cached).
+
+        For re-measuring: a device sent back for fresh evidence is read again.
+        """
+        self._context.evidence.pop(device, None)
+        try:
+            return self.entry(device)
+        finally:
+            self._context.evidence.pop(device, None)
+
     # -- reading the outcome --------------------------------------------------------------
 
     def report(self) -> FleetReport:

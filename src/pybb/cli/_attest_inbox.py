@@ -94,7 +94,7 @@ def _serve(
     finally:
         model.close()
     applied = session.run.applied()
-    _write(args, session, session.attestation.report())
+    _write(args, session, session.report())
     console.print(f"stopped; {len(applied)} answer(s) applied; report written to {args.report}")
     return 0
 

@@ -31,7 +31,7 @@ from rich.progress import (
 
 from blackboard import BlackboardError, ModelMismatchError
 from pybb.attestation import Attestation, FleetReport, save_fleet
-from pybb.cli import _attest_policy, _attest_verify
+from pybb.cli import _attest_policy, _attest_quarantine, _attest_verify
 from pybb.cli._attest_report import report_data, write_outputs
 from pybb.cli._attest_shared import (
     DEFAULT_REPORT,
@@ -147,7 +147,12 @@ def _subcommands(parser: argparse.ArgumentParser) -> None:
     commands = sub.add_subparsers(metavar="COMMAND")
     _attest_verify.add(commands)
     _attest_policy.add(commands)
-    words = (*_attest_verify.SUBCOMMANDS, *_attest_policy.SUBCOMMANDS)
+    _attest_quarantine.add(commands)
+    words = (
+        *_attest_verify.SUBCOMMANDS,
+        *_attest_policy.SUBCOMMANDS,
+        *_attest_quarantine.SUBCOMMANDS,
+    )
     whole = parser.parse_known_args
 
     def parse_known_args(  # type: ignore[no-untyped-def]
@@ -168,6 +173,8 @@ def _subcommands(parser: argparse.ArgumentParser) -> None:
         "Classes and logs:\n"
         "  pybb attest policy CLASS --golden GOLDEN.bin [--require-secure-boot] [--store URL]\n"
         "  pybb attest show LOG                (the event log as a table)\n"
+        "Answers that act:\n"
+        "  pybb attest quarantine [--store URL] [--board-id ID] [--json]\n"
         "See pybb attest COMMAND -h."
     )
 

@@ -28,7 +28,16 @@ from pybb.supervision._board import (
     supervision_rule,
 )
 from pybb.supervision._budget import OPEN_ASKS_SCOPE, AskCapReached, OncePerItemStore
-from pybb.supervision._effects import DecisionEffect, NoEffect
+from pybb.supervision._effects import (
+    QUARANTINE_KIND,
+    REMEASURE_KIND,
+    DecisionEffect,
+    NoEffect,
+    quarantine_entry,
+    quarantined,
+    remeasure_requests,
+    request_remeasure,
+)
 from pybb.supervision._errors import SupervisionError
 from pybb.supervision._human_record import (
     BUDGET_DECISIONS,
@@ -64,6 +73,8 @@ __all__ = [
     "DEFAULT_CEILING",
     "OOB_REASON",
     "OPEN_ASKS_SCOPE",
+    "QUARANTINE_KIND",
+    "REMEASURE_KIND",
     "SUPERVISION",
     "SUPERVISION_PREMISES",
     "SUPERVISION_REGIONS",
@@ -94,6 +105,10 @@ __all__ = [
     "compose_ask",
     "escalation_item",
     "human_record",
+    "quarantine_entry",
+    "quarantined",
+    "remeasure_requests",
+    "request_remeasure",
     "supervised_blackboard",
     "supervision_records",
     "supervision_rule",

@@ -90,13 +90,20 @@ class AnswerWatcher:
         existing = self._index.row(f"applied:{answer.ask_id}")
         if existing is not None:
             return AppliedAnswer.from_json(existing[1], existing[0])
-        resolution = self._resolve(answer, escalation)
-        outcome = "resolved" if _by(resolution, answer) else "superseded"
-        if outcome == "resolved":
+        if self.effect.defers(answer, escalation):
+            # The entry stays escalated until what the answer waits for arrives; the
+            # effect records the wait (idempotently) and the application resolves it.
             self.effect.apply(answer, escalation, self.controller)
+            outcome, sequence = "awaiting", 0
+        else:
+            resolution = self._resolve(answer, escalation)
+            outcome = "resolved" if _by(resolution, answer) else "superseded"
+            if outcome == "resolved":
+                self.effect.apply(answer, escalation, self.controller)
+            sequence = resolution.sequence
         record = AppliedAnswer(
             answer.ask_id, escalation.id, escalation.key, answer.option, answer.by, answer.at,
-            outcome, resolution.sequence,
+            outcome, sequence,
         )  # fmt: skip
         return self._write(record)
 

@@ -237,6 +237,10 @@ class BoardIndex:
             and (record := _parsed(AppliedAnswer.from_json, content, sequence)) is not None
         )
 
+    def rows(self) -> list[tuple[int, Mapping[str, Any]]]:
+        """Every row of the level with its sequence number, in board order."""
+        return self._all()
+
     def _all(self) -> list[tuple[int, Mapping[str, Any]]]:
         with self._lock:
             self._catch_up()

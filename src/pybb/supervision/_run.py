@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import buddhi
@@ -64,6 +64,8 @@ class SupervisedRun:
         self.watcher = watcher or AnswerWatcher(controller, effect=supervisor.settings.effect)
         self._owns_board = owns_board
         self._swept = False
+        self.after_poll: list[Callable[[], object]] = []
+        """What else runs at each poll (e.g. re-measuring devices whose evidence arrived)."""
         supervisor.bind(controller)
         controller.refresh()  # installing the budget wrote through the kernel
 
@@ -131,6 +133,7 @@ class SupervisedRun:
             self._swept = True
             self.supervisor.sweep()
         self.supervisor.flush()
+        self.supervisor.serve_pulls()
         self.controller.refresh()  # take in what the supervisor wrote, for the next writer
         return summary
 
@@ -139,6 +142,9 @@ class SupervisedRun:
         self.watcher.apply()
         summary = self.controller.run()
         self.supervisor.flush()
+        self.supervisor.serve_pulls()
+        for hook in self.after_poll:
+            hook()
         self.controller.refresh()
         return summary
 

@@ -246,6 +246,74 @@ class Supervisor(ControllerObserver):
                     closed.append(record)
         return closed
 
+    def pull(self, escalation_id: str, by: str, note: str = "") -> dict[str, Any]:
+        """Ask a person about an escalation the budget denied, charged to the same budget.
+
+        A person asked for it, so the escalation confidence counts as 1: the graduated
+        bar lets it through, but a full scope (or the open-ask cap) still refuses it. The
+        outcome is recorded once as ``pulled:<escalation id>`` (``asked`` with the
+        admission, or ``refused`` with why); a second pull returns the first outcome.
+        """
+        found = self._index.row(f"pulled:{escalation_id}")
+        if found is not None:
+            return dict(found[1])
+        decision = self.decision(escalation_id)
+        escalation = find_escalation(self.blackboard, escalation_id)
+        outcome: dict[str, Any] = {
+            "id": f"pulled:{escalation_id}", "kind": "pulled", "escalation": escalation_id,
+            "key": None if escalation is None else escalation.key, "by": by, "note": note,
+            "at": self._now().isoformat(),
+        }  # fmt: skip
+        if decision is None or decision.disposition is not Disposition.DENIED or escalation is None:
+            outcome |= {
+                "outcome": "refused",
+                "message": "it is not an escalation the budget denied",
+            }
+            return self._write_row(outcome)
+        item = self._item(escalation)
+        scope = self.settings.scope_of(escalation)
+        bar = self.settings.policy.bar
+        request = buddhi.AdmissionRequest(scope, item.id, item.source, 1.0, bar)
+        try:
+            admission = self.store.admit(request)
+        except AdmissionRefused as refusal:
+            denied = refusal_details(refusal)
+            message = (
+                f"the budget refused it: scope {denied.get('scope')!r} has spent "
+                f"{denied.get('spent')} of {denied.get('ceiling')}; nothing was asked"
+            )
+            return self._write_row(outcome | {"outcome": "refused", "message": message, **denied})
+        spend = buddhi.Spend("human", "pulled", 0, buddhi.RouterPick("human", "pulled"))
+        self.transport.deliver(self.settings.policy.build_ask(item, spend))
+        outcome |= {
+            "outcome": "asked",
+            "ask_id": ask_id_for(escalation),
+            "admission": _admission(admission),
+            "message": "asked",
+        }
+        return self._write_row(outcome)
+
+    def serve_pulls(self) -> list[dict[str, Any]]:
+        """Carry out the pull requests the inbox wrote (``pull:<escalation id>``)."""
+        done = []
+        for _, row in self._index.rows():
+            if row.get("kind") != "pull" or not isinstance(row.get("escalation"), str):
+                continue
+            if self._index.row(f"pulled:{row['escalation']}") is not None:
+                continue
+            try:
+                done.append(self.pull(row["escalation"], str(row.get("by")), str(row.get("note"))))
+            except Exception:
+                _log.exception("could not pull escalation %s into an ask", row["escalation"])
+        return done
+
+    def _write_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        result = self.blackboard.model.control.write(self._writer, SUPERVISION, row)
+        if isinstance(result, Written) or result.cause is RejectionCause.DUPLICATE:
+            found = self._index.row(row["id"])
+            return dict(found[1]) if found is not None else row
+        raise SupervisionError(f"the board refused {row['id']!r}: {result.reason}")
+
     def open_asks(self) -> tuple[Ask, ...]:
         """The asks this wiring posted on the board that are still open, oldest first."""
         return tuple(a for a in open_asks(self.blackboard.model.reader) if _is_supervised(a))
@@ -303,7 +371,7 @@ class Supervisor(ControllerObserver):
             reason=outcome.reason,
             scope=scope,
             ask_id=ask_id_for(escalation) if escalated else None,
-            details=outcome_details(outcome),
+            details={**outcome_details(outcome), **_summary(escalation)},
             trail=outcome.trail,
             at=self._now(),
         )
@@ -381,6 +449,25 @@ def outcome_details(outcome: Outcome) -> dict[str, Any]:
     if outcome.refusal is not None:
         details["denied"] = refusal_details(outcome.refusal)
     return details
+
+
+def _summary(escalation: Escalation) -> dict[str, Any]:
+    """What the tier found, in brief: the inbox filters, groups and previews by it.
+
+    Only a tier report's ``reason``, ``class`` and its findings' slots and digests (no
+    texts), so a denied escalation, which has no ask, can still be shown and counted.
+    """
+    tier = escalation.report.tier_report
+    if not isinstance(tier, Mapping):
+        return {}
+    keys = ("pcr", "found", "reason", "event_type", "label")
+    findings = tier.get("findings")
+    brief = [
+        {k: f.get(k) for k in keys if f.get(k) is not None}
+        for f in (findings if isinstance(findings, list) else [])[:16]
+        if isinstance(f, Mapping)
+    ]
+    return {"tier": {"reason": tier.get("reason"), "class": tier.get("class"), "findings": brief}}
 
 
 def refusal_details(refusal: AdmissionRefused) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -50,7 +51,14 @@ from pybb.attestation import (
 from pybb.human import Answer, answer_rule, compose_rules
 from pybb.human import Ask as BoardAsk
 from pybb.supervision._board import SUPERVISION_PREMISES, SUPERVISION_REGIONS, supervision_rule
-from pybb.supervision._effects import DecisionEffect
+from pybb.supervision._effects import (
+    DecisionEffect,
+    quarantine_entry,
+    quarantined,
+    remeasure_requests,
+    request_remeasure,
+)
+from pybb.supervision._records import SUPERVISION, SUPERVISOR_WRITER, BoardIndex
 from pybb.supervision._run import SupervisedRun
 from pybb.supervision._settings import SupervisionSettings
 from pybb.supervision._supervisor import Supervisor
@@ -179,10 +187,18 @@ class AttestationEffect(DecisionEffect):
     explained by an accepted digest now has reference = quote), and every other
     escalated device the extended allowlist explains is resolved the same way, by the
     same person, under the decision ``accept-digest``. ``quarantine`` and
-    ``remeasure`` are recorded by the resolution; acting on them is the operator's.
-    Idempotent: accepting a digest already allowed and resolving a device already
-    resolved change nothing.
+    ``quarantine`` puts the device on the board's quarantine list
+    (:func:`~pybb.supervision.quarantined`, shown by the report and by ``pybb attest
+    quarantine``); ``remeasure`` writes a re-measure request
+    (:func:`~pybb.supervision.remeasure_requests`), which
+    :meth:`SupervisedAttestation.remeasure` honours when fresh evidence arrives.
+    Idempotent: accepting a digest already allowed, resolving a device already
+    resolved, and quarantining or requesting twice change nothing.
     """
+
+    def defers(self, answer: Answer, escalation: Escalation) -> bool:
+        """A re-measure waits for fresh evidence before it resolves the device."""
+        return answer.option == REMEASURE
 
     def measurement(self, answer: Answer, escalation: Escalation) -> Any:
         """The repaired measurement when the digests are accepted, else ``None``."""
@@ -193,7 +209,15 @@ class AttestationEffect(DecisionEffect):
         return _repaired(escalation, report, accepted)
 
     def apply(self, answer: Answer, escalation: Escalation, controller: Controller) -> None:
-        """Extend the class allowlist, then settle the other devices it now explains."""
+        """Quarantine, ask for a re-measure, or extend the allowlist and settle its devices."""
+        control = controller.blackboard.model.control
+        if answer.option in (QUARANTINE, REMEASURE):
+            act = quarantine_entry if answer.option == QUARANTINE else request_remeasure
+            act(
+                control, escalation.key, by=answer.by, at=answer.at, ask_id=answer.ask_id,
+                note=answer.note,
+            )  # fmt: skip
+            return
         if answer.option != ACCEPT:
             return
         board = controller.blackboard
@@ -253,6 +277,10 @@ class SupervisedAttestation:
         board_id: The board (default ``attest-<fleet name>``).
         settings: The supervision (default :func:`attestation_settings`).
         chunk_size: Devices per controller run (see ``Attestation``).
+        challenge: With real evidence, how to issue a device a fresh nonce (e.g.
+            ``pybb.attestation.Registry(...).challenge``): a device sent back for
+            re-measuring is challenged once, and the nonce is recorded on the board
+            (``challenge:<device>``) for the operator to quote over.
 
     Attributes:
         attestation: The attestation (its board declares the human loop too).
@@ -267,7 +295,9 @@ class SupervisedAttestation:
         board_id: str | None = None,
         settings: SupervisionSettings | None = None,
         chunk_size: int | None = None,
+        challenge: Callable[[str], bytes] | None = None,
     ) -> None:
+        self._challenge = challenge
         self.attestation = Attestation(
             fleet,
             store=store,
@@ -281,6 +311,7 @@ class SupervisedAttestation:
             board = self.attestation.blackboard
             supervisor = Supervisor(board, settings or attestation_settings())
             self.run = SupervisedRun(self.attestation.controller, supervisor)
+            self.run.after_poll.append(self.remeasure)
         except BaseException:
             self.attestation.close()
             raise
@@ -306,7 +337,71 @@ class SupervisedAttestation:
         self.run.run()
         self.attestation.run(chunk_done)
         self.run.run()
-        return self.attestation.report()
+        return self.report()
+
+    def report(self) -> FleetReport:
+        """Where every device stands now, with the board's quarantine list."""
+        listed = tuple(quarantined(self.attestation.blackboard))
+        return dataclasses.replace(self.attestation.report(), quarantined=listed)
+
+    def quarantined(self) -> list[str]:
+        """The devices people quarantined, in the order they did."""
+        return quarantined(self.attestation.blackboard)
+
+    def remeasure_requests(self) -> list[dict[str, Any]]:
+        """The re-measure requests people made, oldest first."""
+        return remeasure_requests(self.attestation.blackboard)
+
+    def remeasure(self) -> list[str]:
+        """Run again every device sent back for re-measuring whose fresh evidence arrived.
+
+        For each re-measure request whose device is still escalated, the device's
+        evidence is loaded again from the fleet; if it differs from what was measured,
+        the device is resolved out of band by the person who asked, with the decision
+        ``remeasure`` and the fresh measurement, which the controller evaluates at once
+        (it passes, or stays resolved out of good standing). Evidence that has not
+        changed yet leaves the request waiting. Runs at every poll of the run.
+
+        Returns:
+            The devices run again now.
+        """
+        board = self.attestation.blackboard
+        done = []
+        for request in remeasure_requests(board):
+            key = request["key"]
+            escalation = board.get_escalation(key) if key in board.escalate else None
+            if escalation is None or board.get_resolution(key) is not None:
+                continue
+            if self._challenge is not None:
+                self._challenge_once(key)
+            fresh = self.attestation.fresh_entry(key).measurement
+            if fresh == escalation.report.measurement:
+                continue  # nothing new yet: the device has not been measured again
+            self.run.controller.resolve(
+                key,
+                REMEASURE,
+                by=str(request["by"]),
+                at=datetime.fromisoformat(str(request["at"])),
+                measurement=fresh,
+                idempotency_key=f"remeasure/{request.get('ask_id') or key}"[:256],
+            )
+            done.append(key)
+        return done
+
+    def challenges(self) -> dict[str, str]:
+        """The fresh nonces (hex) issued to devices sent back for re-measuring."""
+        rows = BoardIndex(self.attestation.blackboard.model.reader).rows()
+        return {c["key"]: c["nonce"] for _, c in rows if c.get("kind") == "challenge"}
+
+    def _challenge_once(self, key: str) -> None:
+        if key in self.challenges():
+            return
+        assert self._challenge is not None
+        nonce = self._challenge(key)
+        content = {"id": f"challenge:{key}", "kind": "challenge", "key": key,
+                   "nonce": nonce.hex(), "at": datetime.now(UTC).isoformat()}  # fmt: skip
+        # Unique on id: a second process's challenge is refused and the first one stands.
+        self.attestation.blackboard.model.control.write(SUPERVISOR_WRITER, SUPERVISION, content)
 
     def close(self) -> None:
         """Close the supervisor and the attestation's board."""

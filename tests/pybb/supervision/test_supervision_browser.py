@@ -4,7 +4,8 @@
 digest, and serves its inbox. Debian's Chromium (driven by Playwright, with the inbox
 tests' harness: dialogs, CSP violations, injected elements, headers and off-loopback
 requests are all checked) logs in with the printed token and answers the first
-device's ask with "Accept the new digest into the allowlist". Then, on the board: the
+device's ask with "Accept the new digest into the allowlist", sees the preview of the
+two devices it repairs (one root cause, so one group card), and confirms. Then, on the board: the
 answer was written by ``human:operator``, the first device is resolved with that
 decision in good standing, and the second device passes too without anyone answering
 its ask, whose card leaves another open inbox page without a reload.
@@ -61,11 +62,22 @@ def test_a_person_accepts_a_digest_in_the_browser_and_the_other_device_passes(
                 session.login(command.token)
                 session.page.wait_for_selector("#live-status:text('live')")
             before = watcher.watch.navigations
-            assert watcher.card(asks["twin"].ask_id).is_visible()
+            # One root cause (same reason, class and digest): the twin is in first's group.
+            group = watcher.card(asks["first"].ask_id)
+            assert group.get_attribute("data-group-size") == "2"
+            assert "twin" in group.locator("ul.members").inner_text()
             card = person.card(asks["first"].ask_id)
             assert "Accept the new digest into the allowlist" in card.inner_text()
-            assert "★" in card.locator("form.recommended button").inner_text()
+            assert "★" in card.locator("form.recommended button").first.inner_text()
             person.click_option(asks["first"].ask_id, ACCEPT)
+            # Fleet policy changes only after a preview of exactly what it repairs.
+            assert person.page.inner_text(".repair-count") == "2"
+            assert person.page.locator("ul.repairs li").all_inner_texts() == ["first", "twin"]
+            still = ask_state(reader, asks["first"].ask_id)
+            assert still is not None and still.status is AskStatus.OPEN
+            person.inspect()
+            person.page.click("button[data-confirm]")
+            person.page.wait_for_load_state()
             assert "Answered by you" in person.page.inner_text(".banner")
             # The answer is on the board, written by the person the token stands for.
             state = ask_state(reader, asks["first"].ask_id)
@@ -76,7 +88,6 @@ def test_a_person_accepts_a_digest_in_the_browser_and_the_other_device_passes(
             applied = wait_for(lambda: applied_answers(reader))
             assert [(a.key, a.outcome) for a in applied] == [("first", "resolved")]
             wait_for(lambda: _closed(reader, asks["twin"].ask_id))
-            watcher.card(asks["twin"].ask_id).wait_for(state="detached")
             watcher.card(asks["first"].ask_id).wait_for(state="detached")
             assert watcher.watch.navigations == before  # no reload
         finally:

@@ -68,3 +68,18 @@
     }
   });
 })();
+
+// Notes: each card has one note field; the option clicked carries it in its form.
+(function () {
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement)) {
+      return;
+    }
+    const hidden = form.querySelector("input[data-note]");
+    if (hidden) {
+      const field = document.getElementById(hidden.dataset.note);
+      hidden.value = field ? field.value : "";
+    }
+  });
+})();
