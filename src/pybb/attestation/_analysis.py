@@ -297,16 +297,16 @@ def _secure_boot(log: EventLog, device_class: DeviceClass) -> list[Finding]:
 
 
 def _denied(log: EventLog, policy: Policy) -> list[Finding]:
-    denied = policy.denied
-    if not denied:
+    if not policy.denied and not policy.denied_at:
         return []
     findings = []
     for event in log.events:
         if not event.measured:
             continue
         for bank, digest in event.digests.items():
-            if digest in denied:
-                message = f"the {bank} digest is on the policy's denylist"
+            if policy.denies(event.pcr_index, digest):
+                where = "" if digest in policy.denied else f" for PCR {event.pcr_index}"
+                message = f"the {bank} digest is on the policy's denylist{where}"
                 findings.append(_event_finding(Reason.DENIED_COMPONENT, message, event, bank))
                 break
     return findings

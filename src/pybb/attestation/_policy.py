@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -73,6 +73,12 @@ class Policy:
             as an :class:`Allowlist`.
         denied: Digests that must never be measured (in any bank, in any place).
         secure_boot_required: Whether the log must measure Secure Boot as enabled.
+        denied_at: Digests refused in one place, each named by its :class:`Slot`
+            (``"4:EV_EFI_BOOT_SERVICES_APPLICATION"``: a revoked boot loader). The
+            denial binds the PCR, which the quote covers; the event type and label
+            say where the digest was found and are named in the finding, but a log
+            cannot slip past a denial by retyping its event (what the quote does not
+            cover decides nothing), so they do not narrow it.
 
     Raises:
         PolicyError: A value that cannot be used (unknown bank, PCR out of range,
@@ -84,6 +90,7 @@ class Policy:
     allowed: Allowlist = field(default_factory=Allowlist)
     denied: frozenset[bytes] = frozenset()
     secure_boot_required: bool = False
+    denied_at: Allowlist = field(default_factory=Allowlist)
 
     def __post_init__(self) -> None:
         size = BANK_SIZES.get(self.bank) if isinstance(self.bank, str) else None
@@ -93,16 +100,9 @@ class Policy:
                 field="policy.bank",
             )
         object.__setattr__(self, "pcrs", _pcrs(self.pcrs))
-        allowed: dict[Slot, frozenset[bytes]] = {}
-        for key, digests in dict(self.allowed).items():
-            try:
-                slot = Slot.of(key)
-            except ValueError as exc:
-                raise PolicyError(str(exc), field="policy.allow") from None
-            where = f"policy.allow.{slot.key}"
-            allowed[slot] = frozenset(_digests(digests, {size}, where))
-        object.__setattr__(self, "allowed", Allowlist(allowed))
+        object.__setattr__(self, "allowed", _slotted(self.allowed, {size}, "allow"))
         object.__setattr__(self, "denied", frozenset(_digests(self.denied, _DIGEST_SIZES)))
+        object.__setattr__(self, "denied_at", _slotted(self.denied_at, _DIGEST_SIZES, "deny_at"))
         if not isinstance(self.secure_boot_required, bool):
             raise PolicyError("must be true or false", field="policy.secure_boot_required")
 
@@ -118,7 +118,11 @@ class Policy:
     def with_allowed(self, slot: Slot | int, digest: bytes) -> Policy:
         """This policy with ``digest`` allowed in ``slot`` too (a bare PCR: see :mod:`._slots`)."""
         allowed = self.allowed.with_digest(Slot.of(slot), digest)
-        return Policy(self.bank, self.pcrs, allowed, self.denied, self.secure_boot_required)
+        return replace(self, allowed=allowed)
+
+    def denies(self, pcr: int, digest: bytes) -> bool:
+        """Whether ``digest`` is refused when measured into ``pcr``."""
+        return digest in self.denied or digest in self.denied_at.in_pcr(pcr)
 
     def to_json(self) -> dict[str, Any]:
         """The policy's JSON object, digests sorted."""
@@ -128,6 +132,8 @@ class Policy:
             "allow": self.allowed.to_json(),
             "deny": sorted(d.hex() for d in self.denied),
             "secure_boot_required": self.secure_boot_required,
+            # Only when there are any, so class files written before keep their bytes.
+            **({"deny_at": self.denied_at.to_json()} if self.denied_at else {}),
         }
 
     @classmethod
@@ -138,7 +144,8 @@ class Policy:
             PolicyError: Naming the file and field at fault.
         """
         fields = Fields(_policy_error(path, "policy"))
-        obj = fields.obj(data, None, ("bank", "pcrs"), ("allow", "deny", "secure_boot_required"))
+        optional = ("allow", "deny", "deny_at", "secure_boot_required")
+        obj = fields.obj(data, None, ("bank", "pcrs"), optional)
         bank = fields.string(obj["bank"], "bank", limit=64)
         size = BANK_SIZES.get(bank)
         if size is None:
@@ -147,21 +154,44 @@ class Policy:
         covered = [fields.integer(p, f"pcrs.{i}", 0, MAX_PCR_INDEX) for i, p in enumerate(pcrs)]
         if not covered or len(set(covered)) != len(covered):
             fields.fail("pcrs", "must list each covered PCR once, at least one")
-        allow = fields.mapping(obj.get("allow", {}), "allow", limit=_MAX_SLOTS)
-        allowed: dict[Slot, frozenset[bytes]] = {}
-        for key, values in allow.items():
-            try:
-                slot = Slot.from_key(key)
-            except ValueError as exc:
-                fields.fail(f"allow.{key[:80]}", str(exc))
-            items = fields.array(values, f"allow.{key}", limit=_MAX_DIGESTS)
-            allowed[slot] = allowed.get(slot, frozenset()) | frozenset(
-                fields.digest(v, f"allow.{key}.{i}", size) for i, v in enumerate(items)
-            )
+        allowed = _slots_of(
+            fields, obj.get("allow", {}), "allow", lambda f, v, where: f.digest(v, where, size)
+        )
         deny = fields.array(obj.get("deny", []), "deny", limit=_MAX_DIGESTS)
         denied = frozenset(_any_digest(fields, v, f"deny.{i}") for i, v in enumerate(deny))
+        denied_at = _slots_of(fields, obj.get("deny_at", {}), "deny_at", _any_digest)
         required = fields.boolean(obj.get("secure_boot_required", False), "secure_boot_required")
-        return cls(bank, tuple(covered), Allowlist(allowed), denied, required)
+        return cls(bank, tuple(covered), allowed, denied, required, denied_at)
+
+
+def _slots_of(
+    fields: Fields, value: object, name: str, digest: Callable[[Fields, object, str], bytes]
+) -> Allowlist:
+    """A ``{slot key: [hex digest, ...]}`` object of a class file as digests per slot."""
+    entries = fields.mapping(value, name, limit=_MAX_SLOTS)
+    found: dict[Slot, frozenset[bytes]] = {}
+    for key, values in entries.items():
+        try:
+            slot = Slot.from_key(key)
+        except ValueError as exc:
+            fields.fail(f"{name}.{key[:80]}", str(exc))
+        items = fields.array(values, f"{name}.{key}", limit=_MAX_DIGESTS)
+        found[slot] = found.get(slot, frozenset()) | frozenset(
+            digest(fields, v, f"{name}.{key}.{i}") for i, v in enumerate(items)
+        )
+    return Allowlist(found)
+
+
+def _slotted(value: Any, sizes: Iterable[int], name: str) -> Allowlist:
+    """``value`` (digests per slot, PCR or slot key) checked, as an :class:`Allowlist`."""
+    found: dict[Slot, frozenset[bytes]] = {}
+    for key, digests in dict(value).items():
+        try:
+            slot = Slot.of(key)
+        except ValueError as exc:
+            raise PolicyError(str(exc), field=f"policy.{name}") from None
+        found[slot] = frozenset(_digests(digests, set(sizes), f"policy.{name}.{slot.key}"))
+    return Allowlist(found)
 
 
 def _allowlist(entries: Mapping[Any, Iterable[bytes]]) -> Allowlist:

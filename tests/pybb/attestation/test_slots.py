@@ -7,6 +7,7 @@ that PCR's manifest holds.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -233,3 +234,43 @@ def test_a_relabelled_or_retyped_event_stands_in_its_manifest_place() -> None:
     retyped = log[: crtm.offset + 4] + (0x80000008).to_bytes(4, "little") + log[crtm.offset + 8 :]
     assert parse_event_log(retyped).events[1].type_name == BLOB
     assert landed(bound, retyped) == (DeviceOutcome.ESCALATED, Reason.TAMPERED_COMPONENT)
+
+
+def _firmware_blob(log: bytes) -> tuple[int, bytes]:
+    for ev in parse_event_log(log).events:
+        if ev.type_name == BLOB and "sha256" in ev.digests:
+            return ev.pcr_index, ev.digests["sha256"]
+    raise AssertionError("the golden log measures no firmware blob")
+
+
+def test_a_deny_entry_names_its_place_and_refuses_the_digest_in_that_pcr() -> None:
+    log = golden(FEDORA)
+    pcr, digest = _firmware_blob(log)
+    fedora = DeviceClass.from_log("fedora", log)
+    there = Slot(pcr, BLOB)
+    denied = fedora.with_policy(
+        dataclasses.replace(fedora.policy, denied_at=Allowlist({there: [digest]}))
+    )
+    outcome, reason = landed(denied, log)
+    assert (outcome, reason) == (DeviceOutcome.ESCALATED, Reason.DENIED_COMPONENT)
+    elsewhere = fedora.with_policy(
+        dataclasses.replace(fedora.policy, denied_at=Allowlist({Slot(pcr + 1): [digest]}))
+    )
+    assert landed(elsewhere, log)[0] is DeviceOutcome.PASSED, "a deny entry binds its PCR"
+    assert landed(fedora, log)[0] is DeviceOutcome.PASSED
+
+
+def test_deny_at_round_trips_and_old_class_files_keep_their_bytes(tmp_path: Path) -> None:
+    log = golden(FEDORA)
+    pcr, digest = _firmware_blob(log)
+    fedora = DeviceClass.from_log("fedora", log)
+    assert "deny_at" not in fedora.policy.to_json()  # a class without one: the old form
+    slot = Slot(pcr, BLOB)
+    policy = dataclasses.replace(fedora.policy, denied_at=Allowlist({slot: [digest]}))
+    data = policy.to_json()
+    assert data["deny_at"] == {slot.key: [digest.hex()]}
+    again = type(policy).from_json(json.loads(json.dumps(data)))
+    assert again == policy and again.denies(pcr, digest) and not again.denies(pcr + 1, digest)
+    data["deny_at"] = {"99:EV_IPL": [digest.hex()]}
+    with pytest.raises(PolicyError, match="deny_at"):
+        type(policy).from_json(data)
