@@ -90,6 +90,7 @@ def _routes() -> list[Route | Mount]:
         Route("/login", _html.login, methods=["POST"]),
         Route("/logout", _html.logout, methods=["POST"]),
         Route("/asks/{ask_id}", _html.ask_page, methods=["GET"]),
+        Route("/link/{token}", _html.link, methods=["GET"]),
         Route("/asks/{ask_id}/answer", _html.answer_form, methods=["POST"]),
         Route("/fragments/live", _html.live, methods=["GET"]),
         Route("/events", _html.events, methods=["GET"]),

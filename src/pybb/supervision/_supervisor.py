@@ -32,7 +32,19 @@ from pybb import (
     Resolution,
     RunSummary,
 )
-from pybb.human import ESCALATION_WRITER, Ask, AskStatus, ask_state, close_ask, open_asks
+from pybb.human import (
+    ESCALATION_WRITER,
+    Ask,
+    AskStatus,
+    DeadlineApplied,
+    DispatchReport,
+    Notification,
+    NotificationDispatcher,
+    apply_deadlines,
+    ask_state,
+    close_ask,
+    open_asks,
+)
 from pybb.supervision._board import check_regions
 from pybb.supervision._budget import (
     OPEN_ASKS_SCOPE,
@@ -116,7 +128,11 @@ class Supervisor(ControllerObserver):
             inner, ledger=ledger, open_asks=self.open_ask_count, cap=self.settings.max_open_asks
         )
         self.transport = BoardTransport(
-            blackboard, scope=self.settings.scope_of, compose=self.settings.compose, clock=clock
+            blackboard,
+            scope=self.settings.scope_of,
+            compose=self.settings.compose,
+            clock=clock,
+            deadlines=self.settings.deadlines,
         )
         self.oob = BoardOOBSource(blackboard)
         self.seams = Seams(
@@ -125,6 +141,7 @@ class Supervisor(ControllerObserver):
         self._retry: dict[str, Escalation] = {}
         self._resolved = False
         self._controller: Controller | None = None
+        self.notifications = self._dispatcher()
 
     def bind(self, controller: Controller) -> None:
         """Observe ``controller`` (its blackboard must be this supervisor's).
@@ -245,6 +262,62 @@ class Supervisor(ControllerObserver):
                 if record is not None:
                     closed.append(record)
         return closed
+
+    def expire(self) -> tuple[DeadlineApplied, ...]:
+        """Apply the default of every open ask past its deadline (``by="deadline"``), once.
+
+        Safe in any number of processes at once: the ``answers`` level admits one answer
+        per ask, so exactly one default (or a person's answer) lands; the answer watcher
+        then resolves the entry like any answer.
+        """
+        model = self.blackboard.model
+        return apply_deadlines(
+            model.control, model.reader, self.settings.deadlines, now=self._now()
+        )
+
+    def notify(self) -> DispatchReport | None:
+        """Send the notifications due now (``None`` when the settings configure none)."""
+        if self.notifications is None:
+            return None
+        return self.notifications.dispatch(self._now())
+
+    def charge_notification(self, notification: Notification, ask: Ask) -> str | None:
+        """Charge a notification to the budget the ask was charged to: ``None`` if admitted.
+
+        The same admission as an ask (the ask's scope, its confidence against the pack's
+        bar, its source's exclusions), under the item id ``notify/<notification id>``, on
+        the store under the open-asks cap (a reminder of an open ask holds no new slot).
+        """
+        scope = tuple(ask.scope.split("/")) if ask.scope else self.settings.budget.root.path
+        source = ask.report_data.get("tier")
+        request = buddhi.AdmissionRequest(
+            scope=scope,
+            item_id=f"notify/{notification.id}",
+            source=source if isinstance(source, str) and source else "pybb:notify",
+            confidence=ask.confidence,
+            bar=self.settings.policy.bar,
+        )
+        try:
+            self.store.inner.admit(request)
+        except AdmissionRefused as refusal:
+            return str(refusal)
+        return None
+
+    def _dispatcher(self) -> NotificationDispatcher | None:
+        notify = self.settings.notify
+        if notify is None:
+            return None
+        model = self.blackboard.model
+        return NotificationDispatcher(
+            model.control,
+            model.reader,
+            notify.notifiers,
+            notify.link_secret,
+            notify.base_url,
+            deadlines=self.settings.deadlines,
+            assignment=self.settings.assignment,
+            charge=self.charge_notification,
+        )
 
     def open_asks(self) -> tuple[Ask, ...]:
         """The asks this wiring posted on the board that are still open, oldest first."""
