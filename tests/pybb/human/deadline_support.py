@@ -9,12 +9,12 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from human_support import make_ask
 
 from blackboard import (
     Accept,
+    AdmissionRule,
     BoardReader,
     Level,
     Model,
@@ -40,7 +40,7 @@ DUE = CREATED + timedelta(hours=1)
 ASK_ID = "race-1"
 
 
-def _widen(rule: Any) -> Any:
+def _widen(rule: AdmissionRule) -> AdmissionRule:
     """The racy variant's rule: judge, then dawdle before the write lands.
 
     The pause stands for any delay between the read and the write (a slow disk, a
