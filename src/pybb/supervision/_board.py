@@ -113,8 +113,13 @@ def supervised_blackboard(
     )
 
 
-def check_regions(model: Model, *, budget: bool) -> None:
+def check_regions(model: Model, *, budget: bool, people: bool = False) -> None:
     """Refuse a board that lacks the regions the wiring writes.
+
+    Args:
+        model: The board.
+        budget: The budget is kept on it.
+        people: Notifications are sent from it (they write ``PEOPLE_REGIONS``).
 
     Raises:
         SupervisionError: A region is missing or declared differently.
@@ -122,6 +127,8 @@ def check_regions(model: Model, *, budget: bool) -> None:
     needed: list[Region] = [*HUMAN_REGIONS, Level(SUPERVISION, unique="id")]
     if budget:
         needed += BUDGET_REGIONS
+    if people:
+        needed += PEOPLE_REGIONS
     missing = [r.name for r in needed if model.regions.get(r.name) != r]
     if missing:
         raise SupervisionError(

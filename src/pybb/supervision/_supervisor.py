@@ -118,7 +118,9 @@ class Supervisor(ControllerObserver):
     ) -> None:
         self.blackboard = blackboard
         self.settings = SupervisionSettings() if settings is None else settings
-        check_regions(blackboard.model, budget=store is None)
+        check_regions(
+            blackboard.model, budget=store is None, people=self.settings.notify is not None
+        )
         self._writer = writer
         self._clock: buddhi.Clock = buddhi.SystemClock() if clock is None else clock
         self._index = BoardIndex(blackboard.model.reader)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 from inbox_support import AppClient, FakeClock, app_for, hostile_ask, post_asks
 
@@ -64,5 +66,31 @@ def test_an_inbox_without_a_link_secret_accepts_no_link(
         token = sign_link(SECRET, "ask-1", "human:alice", clock.now + timedelta(hours=1))
         assert client.get(f"/link/{token}").status_code == 404
         assert people_board.reader.read_level("link_uses") == ()
+    finally:
+        client.close()
+
+
+def test_an_ask_with_a_deadline_keeps_the_api_contract(people_board: Model, tmp_path: Path) -> None:
+    from pybb.human import DeadlinePolicy, post_ask
+
+    stamped = DeadlinePolicy().stamp(replace(hostile_ask(2), ask_id="ask-deadline"))
+    post_ask(people_board.control, stamped)
+    clock = FakeClock()
+    tokens = TokenTable(tmp_path / "tokens.json", clock=clock)
+    client = AppClient(app_for(people_board, tokens))
+    try:
+        bearer = {"Authorization": f"Bearer {tokens.issue('alice')}"}
+        document = client.get("/openapi.json").json()
+        got = client.get("/api/asks/ask-deadline", headers=bearer)
+        assert got.status_code == 200
+        ask = got.json()["ask"]
+        assert ask["deadline"] == stamped.deadline.isoformat()  # type: ignore[union-attr]
+        root = {"$ref": "#/components/schemas/Ask", "components": document["components"]}
+        jsonschema_rs.validate(root, ask)
+        schema = document["components"]["schemas"]["Ask"]
+        assert set(ask) <= set(schema["properties"]), set(ask) - set(schema["properties"])
+        assert set(schema["required"]) <= set(ask)
+        # negative control: the contract before deadlines named neither field
+        assert {"deadline", "default_option"} <= set(ask) - set(schema["required"])
     finally:
         client.close()
