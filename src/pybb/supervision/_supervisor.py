@@ -195,8 +195,12 @@ class Supervisor(ControllerObserver):
         self.flush()
 
     def on_halted(self, summary: RunSummary) -> None:
-        """Retry what failed, close resolved entries' asks, take in what was written."""
+        """Retry what failed, apply due deadlines, close resolved entries' asks, take in."""
         self.flush()
+        try:  # a worker's controller applies deadlines too: whoever sees one first
+            self.expire()
+        except Exception:
+            _log.exception("could not apply the deadlines due; they are applied next time")
         if self._controller is not None:
             self._controller.refresh()
 

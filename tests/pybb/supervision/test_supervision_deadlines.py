@@ -122,3 +122,33 @@ def test_every_notification_is_charged_to_the_ask_s_budget(tmp_path: Path) -> No
             assert spent == 2
         finally:
             run.close()
+
+
+def test_a_bare_supervised_controller_applies_deadlines_when_it_halts(tmp_path: Path) -> None:
+    """As a worker's controller does: the default lands; whoever applies answers resolves it."""
+    from supervision_support import BOARD, prepare
+
+    from pybb import Controller
+    from pybb.human import AskStatus, ask_state
+    from pybb.supervision import AnswerWatcher, Supervisor, supervised_blackboard
+
+    clock = FakeClock(START)
+    board = supervised_blackboard(f"sqlite:///{tmp_path / 'run.db'}", BOARD)
+    try:
+        supervisor = Supervisor(board, settings(deadlines=DeadlinePolicy(after=HOUR)), clock=clock)
+        controller = prepare(Controller(board, clock=clock))
+        supervisor.bind(controller)
+        write(board, {"a": None})
+        controller.run()
+        (ask,) = supervisor.open_asks()
+        clock.advance(3600)
+        controller.run()  # nothing to do, but it halts: the deadline is applied
+        state = ask_state(board.model.reader, ask.ask_id)
+        assert state is not None and state.status is AskStatus.ANSWERED
+        assert state.answer is not None and state.answer.by == DEADLINE_BY
+        assert board.get_resolution("a") is None  # applying answers is the watcher's
+        AnswerWatcher(controller).apply()
+        resolution = board.get_resolution("a")
+        assert resolution is not None and resolution.by == DEADLINE_BY
+    finally:
+        board.close()
