@@ -24,6 +24,7 @@ from pybb._engine.projection import CYCLE, KINDS
 from pybb._engine.seams import ControllerObserver
 from pybb._engine.source import KnowledgeSource
 from pybb._engine.types import BlackboardEntry, CycleReport, Escalation, Resolution, RunSummary
+from pybb.human import Attempt, Delivery, Notification, Notifier
 
 if TYPE_CHECKING:
     from pybb._engine.worker import AppContext
@@ -32,6 +33,7 @@ __all__ = [
     "Decrement",
     "FakeClock",
     "FixComponent",
+    "RecordingNotifier",
     "RecordingObserver",
     "ZeroEven",
     "entries_digest",
@@ -72,6 +74,33 @@ class FakeClock:
         """Move the fake time on without recording a sleep."""
         with self._lock:
             self._now += timedelta(seconds=seconds)
+
+
+class RecordingNotifier(Notifier):
+    """The in-memory fill of ``pybb.human.Notifier``: keeps every notification it is given.
+
+    Args:
+        fail: Report every delivery as failed (with ``error``), to test the failure path.
+        error: The failure's text.
+    """
+
+    def __init__(self, *, fail: bool = False, error: str = "refused by the test") -> None:
+        self.sent: list[Notification] = []
+        self.fail = fail
+        self.error = error
+        self.closed = False
+
+    def send(self, notification: Notification) -> Delivery:
+        """Keep the notification; deliver it (or fail, if told to)."""
+        self.sent.append(notification)
+        at = datetime.now(UTC)
+        if self.fail:
+            return Delivery(False, (Attempt(at, None, self.error),))
+        return Delivery(True, (Attempt(at, 200),))
+
+    def close(self) -> None:
+        """Note that it was closed."""
+        self.closed = True
 
 
 class RecordingObserver(ControllerObserver):

@@ -46,12 +46,10 @@ from pybb.human._deadlines import (
     ask_class,
     ask_reason,
 )
-from pybb.human._errors import HumanLoopError, MalformedContentError
+from pybb.human._errors import HumanLoopError, LinkError, LinkProblem, MalformedContentError
 from pybb.human._links import (
     LINK_WRITER,
     Link,
-    LinkError,
-    LinkProblem,
     redeem_link,
     sign_link,
     verify_link,

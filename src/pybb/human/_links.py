@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import enum
 import hashlib
 import hmac
 import json
@@ -21,45 +20,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from blackboard import BoardReader, Control, Written
-from pybb.human._errors import HumanLoopError
+from pybb.human._errors import HumanLoopError, LinkError, LinkProblem
 from pybb.human._people import LINK_USES
 from pybb.human._protocol import human_name, is_valid_id
 
-__all__ = [
-    "LINK_WRITER",
-    "Link",
-    "LinkError",
-    "LinkProblem",
-    "redeem_link",
-    "sign_link",
-    "verify_link",
-]
+__all__ = ["LINK_WRITER", "Link", "redeem_link", "sign_link", "verify_link"]
 
 LINK_WRITER = "pybb:links"
 """The writer of link uses."""
 
 _MIN_SECRET = 16
-
-
-class LinkProblem(enum.Enum):
-    """Why a link was refused."""
-
-    MALFORMED = "malformed"
-    BAD_SIGNATURE = "bad_signature"
-    EXPIRED = "expired"
-    USED = "used"
-
-
-class LinkError(HumanLoopError):
-    """A link that cannot be accepted; nothing was recorded.
-
-    Attributes:
-        problem: Why, as a code.
-    """
-
-    def __init__(self, problem: LinkProblem, message: str) -> None:
-        self.problem = problem
-        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)

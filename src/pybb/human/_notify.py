@@ -29,7 +29,7 @@ import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
 
@@ -162,33 +162,34 @@ class WebhookNotifier(Notifier):
 
     Args:
         secret: The shared secret (at least 16 bytes).
-        timeout: Seconds per attempt.
+        timeout: How long one attempt may take.
         retries: Attempts after the first.
-        backoff: Seconds before the first retry; doubled for each further one.
-        clock: ``now()`` for the attempts' times; ``sleep`` waits between attempts.
+        backoff: The wait before the first retry; doubled for each further one.
+        now: The attempts' times (default: the wall clock).
+        sleep: Waits between attempts, in seconds (tests pass a recorder).
     """
 
     def __init__(
         self,
         secret: bytes,
         *,
-        timeout: float = 5.0,
+        timeout: timedelta = timedelta(seconds=5),
         retries: int = 3,
-        backoff: float = 0.5,
+        backoff: timedelta = timedelta(seconds=0.5),
         now: Callable[[], datetime] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise HumanLoopError("a webhook secret must be at least 16 bytes")
-        if timeout <= 0 or retries < 0 or backoff < 0:
+        if timeout <= timedelta(0) or retries < 0 or backoff < timedelta(0):
             raise HumanLoopError(
-                f"timeout must be > 0, retries and backoff >= 0 (got {timeout}, {retries}, "
-                f"{backoff})"
+                f"timeout must be > 0, retries and backoff >= 0 (got {timeout!r}, {retries!r}, "
+                f"{backoff!r})"
             )
         self._secret = secret
-        self._timeout = timeout
+        self._timeout = timeout.total_seconds()
         self._retries = retries
-        self._backoff = backoff
+        self._backoff = backoff.total_seconds()
         self._now = now or _utcnow
         self._sleep = sleep
 
@@ -239,8 +240,9 @@ class EmailNotifier(Notifier):
         sender: The ``From`` address.
         starttls: Upgrade the connection with STARTTLS before sending.
         username, password: Log in after STARTTLS, if given.
-        timeout: Seconds for the connection.
+        timeout: How long the connection may take.
         ssl_context: For STARTTLS (default: the system's, verifying the server).
+        now: The attempts' times (default: the wall clock).
     """
 
     def __init__(
@@ -252,13 +254,13 @@ class EmailNotifier(Notifier):
         starttls: bool = False,
         username: str | None = None,
         password: str | None = None,
-        timeout: float = 10.0,
+        timeout: timedelta = timedelta(seconds=10),
         ssl_context: ssl.SSLContext | None = None,
         now: Callable[[], datetime] | None = None,
     ) -> None:
         self._host, self._port, self._sender = host, port, sender
         self._starttls, self._username, self._password = starttls, username, password
-        self._timeout = timeout
+        self._timeout = timeout.total_seconds()
         self._context = ssl_context
         self._now = now or _utcnow
 
@@ -361,34 +363,42 @@ class NotificationDispatcher:
 
     def dispatch(self, now: datetime) -> DispatchReport:
         """Send every notification due by ``now``; see the module's docstring for the order."""
-        sent: list[Notification] = []
-        failed: list[Notification] = []
-        refused: list[tuple[Notification, str]] = []
-        deferred: list[tuple[Notification, datetime]] = []
+        outcomes: dict[str, list[Any]] = {"sent": [], "failed": [], "refused": [], "deferred": []}
         for notification, person, ask in self.due(now):
-            quiet_until = None if person.quiet is None else person.quiet.until(now)
-            if quiet_until is not None:
-                deferred.append((notification, quiet_until))
-                continue
-            if not self._claim(notification, now):
-                continue
-            why = None if self.charge is None else self.charge(notification, ask)
-            if why is not None:
-                self._record(notification, None, "refused", now, reason=why)
-                refused.append((notification, why))
-                continue
-            delivered = False
-            for channel in person.channels:
-                notifier = self.notifiers.get(channel.kind)
-                if notifier is None:
-                    continue
-                copy = _with_channel(notification, channel)
-                delivery = notifier.send(copy)
-                status = "sent" if delivery.ok else "failed"
-                self._record(copy, delivery, status, now)
-                delivered = delivered or delivery.ok
-            (sent if delivered else failed).append(notification)
-        return DispatchReport(tuple(sent), tuple(failed), tuple(refused), tuple(deferred))
+            kind, detail = self._one(notification, person, ask, now)
+            if kind is not None:
+                outcomes[kind].append(notification if detail is None else (notification, detail))
+        return DispatchReport(
+            tuple(outcomes["sent"]),
+            tuple(outcomes["failed"]),
+            tuple(outcomes["refused"]),
+            tuple(outcomes["deferred"]),
+        )
+
+    def _one(
+        self, notification: Notification, person: Person, ask: Ask, now: datetime
+    ) -> tuple[str | None, Any]:
+        """Defer, claim, charge, send: what became of one notification, and its detail."""
+        quiet_until = None if person.quiet is None else person.quiet.until(now)
+        if quiet_until is not None:
+            return "deferred", quiet_until
+        if not self._claim(notification, now):
+            return None, None  # another process has it
+        why = None if self.charge is None else self.charge(notification, ask)
+        if why is not None:
+            self._record(notification, None, "refused", now, reason=why)
+            return "refused", why
+        delivered = [self._send(notification, channel, now) for channel in person.channels]
+        return ("sent" if any(delivered) else "failed"), None
+
+    def _send(self, notification: Notification, channel: Channel, now: datetime) -> bool:
+        notifier = self.notifiers.get(channel.kind)
+        if notifier is None:
+            return False  # no transport for this kind of channel here
+        copy = _with_channel(notification, channel)
+        delivery = notifier.send(copy)
+        self._record(copy, delivery, "sent" if delivery.ok else "failed", now)
+        return delivery.ok
 
     def _compose(
         self, ask: Ask, who: str, kind: str, deadline: datetime, now: datetime

@@ -124,7 +124,9 @@ def test_webhook_retries_with_exponential_backoff_and_records_every_failure(boar
     with webhook_receiver([500, 503, 200]) as hook:
         set_person(board.control, Person(ALICE, (Channel("webhook", hook.url),)), writer="admin")
         post(board, "a-3", POLICY)
-        report = dispatcher(board, {"webhook": webhook(sleeps, backoff=0.5)}).dispatch(START)
+        report = dispatcher(
+            board, {"webhook": webhook(sleeps, backoff=timedelta(seconds=0.5))}
+        ).dispatch(START)
         assert len(report.sent) == 1 and len(hook.received) == 3
     assert sleeps == [0.5, 1.0]
     (row,) = deliveries(board.reader, "a-3")
@@ -150,7 +152,7 @@ def test_a_client_error_is_not_retried_and_a_timeout_is(board: Model) -> None:
         delivery = webhook().send(_note(hook.url))
         assert not delivery.ok and [a.status for a in delivery.attempts] == [404]
     with webhook_receiver(delay=0.5) as slow:
-        delivery = webhook(timeout=0.1, retries=1).send(_note(slow.url))
+        delivery = webhook(timeout=timedelta(seconds=0.1), retries=1).send(_note(slow.url))
         assert not delivery.ok and len(delivery.attempts) == 2
         assert all("timed out" in (a.error or "") for a in delivery.attempts), delivery
     closed = webhook(retries=0).send(_note("http://127.0.0.1:9/nothing-listens"))
