@@ -152,3 +152,26 @@ def test_a_bare_supervised_controller_applies_deadlines_when_it_halts(tmp_path: 
         assert resolution is not None and resolution.by == DEADLINE_BY
     finally:
         board.close()
+
+
+def test_a_deadline_that_passed_while_nothing_ran_is_applied_on_restart(tmp_path: Path) -> None:
+    clock = FakeClock(START)
+    store = f"sqlite:///{tmp_path / 'run.db'}"
+    first = open_run(store, settings(deadlines=DeadlinePolicy(after=HOUR)), clock=clock)
+    write(first.blackboard, {"a": None})
+    first.run()
+    (ask,) = first.open_asks()
+    first.close()
+    clock.advance(2 * 3600)  # down past the deadline
+    for _ in range(3):  # three restarts: applied by the first, never again
+        run = open_run(store, settings(deadlines=DeadlinePolicy(after=HOUR)), clock=clock)
+        try:
+            run.run()
+            resolution = run.blackboard.get_resolution("a")
+            assert resolution is not None and resolution.by == DEADLINE_BY
+            assert resolution.at == ask.deadline  # when it was due, not when it was seen
+            assert [a.ask_id for a in run.applied()] == [ask.ask_id]
+            answers = run.blackboard.model.reader.read_level("answers")
+            assert [r.content["by"] for r in answers] == [DEADLINE_BY]
+        finally:
+            run.close()
