@@ -14,6 +14,16 @@ composes :func:`answer_rule` into its admission rule::
 Exactly one answer per ask is admitted, by the store's unique constraint on ``ask_id``;
 :func:`answer_rule` admits an answer only from ``human:<name>`` in their own name, to an
 open ask addressed to them, naming one of its options.
+
+Around the protocol: every ask has a deadline, at which its default decision is
+written as its answer, ``by="deadline"``, exactly once (:class:`DeadlinePolicy`,
+:func:`apply_deadlines`); people are told about asks and reminded before the deadline
+over a :class:`Notifier` (:class:`WebhookNotifier`, :class:`EmailNotifier`), each
+notification carrying a signed, single-use link (:func:`sign_link`,
+:func:`redeem_link`), by :class:`NotificationDispatcher`, which respects their quiet
+hours and lets the budget refuse; an :class:`AssignmentPolicy` routes asks to a person
+or team, :func:`asks_for` lists a person's own first, :func:`reassign` is a person's
+board write. The levels these write are :data:`PEOPLE_REGIONS`.
 """
 
 from pybb.human._assign import (
