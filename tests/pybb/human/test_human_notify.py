@@ -46,7 +46,7 @@ from pybb.human import (
     verify_link,
     webhook_signature,
 )
-from pybb.testing import FakeClock
+from pybb.testing import FakeClock, RecordingNotifier, check_notifier
 
 POLICY = DeadlinePolicy(after=timedelta(hours=2), remind=(timedelta(minutes=30),))
 ALICE = "human:alice"
@@ -300,3 +300,21 @@ def test_a_link_is_signed_expires_and_is_accepted_exactly_once(board: Model) -> 
         t.join()
     assert sorted(map(str, outcomes)).count(str(LinkProblem.USED)) == 7
     assert len(board.reader.read_level("link_uses")) == 1
+
+
+def test_every_notifier_passes_the_seam_s_conformance_check(tmp_path: Path) -> None:
+    recorder = RecordingNotifier()
+    check_notifier(lambda: recorder, Channel("email", "a@example.org"), lambda: len(recorder.sent))
+    assert recorder.closed
+    with webhook_receiver() as hook:
+        check_notifier(webhook, Channel("webhook", hook.url), lambda: len(hook.received))
+    with smtp_server() as box:
+        check_notifier(
+            lambda: EmailNotifier("127.0.0.1", box.port, sender="pybb@example.org"),
+            Channel("email", "a@example.org"),
+            lambda: len(box.messages),
+        )
+    # negative control: a notifier that fails is caught, with the failure named
+    failing = RecordingNotifier(fail=True, error="mailbox full")
+    with pytest.raises(AssertionError, match="mailbox full"):
+        check_notifier(lambda: failing, Channel("email", "a@example.org"), lambda: 0)
