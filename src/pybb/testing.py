@@ -14,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pybb import Blackboard, ControllerObserver, CycleReport, Escalation, Resolution, RunSummary
 from pybb._engine.projection import CYCLE, KINDS
+from pybb.human import Attempt, Channel, Delivery, Notification, Notifier
 from pybb.workloads import (
     Decrement,
     FixComponent,
@@ -35,8 +37,10 @@ __all__ = [
     "Decrement",
     "FakeClock",
     "FixComponent",
+    "RecordingNotifier",
     "RecordingObserver",
     "ZeroEven",
+    "check_notifier",
     "entries_digest",
     "less_than_3",
     "pair",
@@ -76,6 +80,75 @@ class FakeClock:
         """Move the fake time on without recording a sleep."""
         with self._lock:
             self._now += timedelta(seconds=seconds)
+
+
+class RecordingNotifier(Notifier):
+    """The in-memory fill of ``pybb.human.Notifier``: keeps every notification it is given.
+
+    Args:
+        fail: Report every delivery as failed (with ``error``), to test the failure path.
+        error: The failure's text.
+    """
+
+    def __init__(self, *, fail: bool = False, error: str = "refused by the test") -> None:
+        self.sent: list[Notification] = []
+        self.fail = fail
+        self.error = error
+        self.closed = False
+
+    def send(self, notification: Notification) -> Delivery:
+        """Keep the notification; deliver it (or fail, if told to)."""
+        self.sent.append(notification)
+        at = datetime.now(UTC)
+        if self.fail:
+            return Delivery(False, (Attempt(at, None, self.error),))
+        return Delivery(True, (Attempt(at, 200),))
+
+    def close(self) -> None:
+        """Note that it was closed."""
+        self.closed = True
+
+
+def check_notifier(
+    make: Callable[[], Notifier], channel: Channel, received: Callable[[], int]
+) -> None:
+    """The conformance check of a ``pybb.human.Notifier``: run it on your own transport.
+
+    A notifier delivers a notification over its channel and says so in a ``Delivery``
+    whose attempts carry timezone-aware times; it reports a failure rather than raising;
+    closing it twice is harmless.
+
+    Args:
+        make: Builds the notifier under test.
+        channel: A channel it delivers to, whose receiver ``received`` counts.
+        received: How many notifications the receiver has got so far.
+
+    Raises:
+        AssertionError: The notifier breaks the seam's contract (the message says how).
+    """
+    at = datetime.now(UTC)
+    notification = Notification(
+        "check/ask/human:check", "check", "human:check", "ask", "A check", "A check of the seam",
+        "http://127.0.0.1/link/check", at + timedelta(hours=1), channel,
+    )  # fmt: skip
+    notifier = make()
+    try:
+        before = received()
+        delivery = notifier.send(notification)
+        _require(isinstance(delivery, Delivery), f"send returned {delivery!r}, not a Delivery")
+        _require(delivery.ok, f"the notification was not delivered: {delivery.error}")
+        _require(bool(delivery.attempts), "a delivery must list its attempts")
+        for attempt in delivery.attempts:
+            _require(attempt.at.tzinfo is not None, f"attempt time {attempt.at!r} is naive")
+        _require(received() == before + 1, "the receiver did not get exactly one notification")
+    finally:
+        notifier.close()
+        notifier.close()
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(f"Notifier contract: {message}")
 
 
 class RecordingObserver(ControllerObserver):

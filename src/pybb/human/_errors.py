@@ -3,15 +3,19 @@
 The tree::
 
     PybbError
-    └── HumanLoopError
-        └── MalformedContentError   an ask, option, answer or closure that cannot be kept
+    └── HumanLoopError              also: a bad deadline policy, a board that refused a write
+        ├── MalformedContentError   an ask, option, answer, closure, person or assignment
+        │                           that cannot be kept
+        └── LinkError               a notification's link that cannot be accepted
 """
 
 from __future__ import annotations
 
+import enum
+
 from pybb.errors import PybbError
 
-__all__ = ["HumanLoopError", "MalformedContentError"]
+__all__ = ["HumanLoopError", "LinkError", "LinkProblem", "MalformedContentError"]
 
 
 class HumanLoopError(PybbError):
@@ -33,3 +37,28 @@ class MalformedContentError(HumanLoopError, ValueError):
         self.field = field
         self.problem = problem
         super().__init__(f"{kind} {field}: {problem}")
+
+
+class LinkProblem(enum.Enum):
+    """Why a link was refused."""
+
+    MALFORMED = "malformed"
+    """It is not a pybb link (or was cut short)."""
+    BAD_SIGNATURE = "bad_signature"
+    """It was not signed with this inbox's secret, or was altered."""
+    EXPIRED = "expired"
+    """Its time is up."""
+    USED = "used"
+    """It was accepted before: a link works once."""
+
+
+class LinkError(HumanLoopError):
+    """A link that cannot be accepted; nothing was recorded.
+
+    Attributes:
+        problem: Why, as a code.
+    """
+
+    def __init__(self, problem: LinkProblem, message: str) -> None:
+        self.problem = problem
+        super().__init__(message)

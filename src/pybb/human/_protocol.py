@@ -23,6 +23,8 @@ __all__ = [
     "ANSWERS",
     "ASKS",
     "ASK_CLOSURES",
+    "DEADLINE_BY",
+    "DEADLINE_WRITER",
     "HUMAN_PREFIX",
     "HUMAN_REGIONS",
     "MAX_OPTIONS",
@@ -50,6 +52,11 @@ HUMAN_REGIONS: tuple[Level, ...] = (
 )
 """The regions every run with a human loop declares, next to its own."""
 
+DEADLINE_BY = "deadline"
+"""The ``by`` of the answer a deadline applies: the policy's default decision."""
+DEADLINE_WRITER = "pybb:deadline"
+"""The writer of deadline defaults; the only writer whose answers may say ``by="deadline"``."""
+
 HUMAN_PREFIX = "human:"
 """The writer-name prefix of a person: a person named ``alice`` writes as ``human:alice``."""
 
@@ -69,6 +76,7 @@ _LIMITS = {
     "label": 200,
     "detail": 2_000,
     "note": 2_000,
+    "to": 200,
     "reason": 2_000,
 }
 
@@ -164,6 +172,10 @@ class Ask:
         created_at: When the ask was made (timezone-aware).
         report_data: The report's structured form (any JSON object).
         to: The people (``human:<name>``) it is addressed to; empty means anyone.
+        deadline: When the ask expires and ``default_option`` is applied as its answer
+            (``by="deadline"``); ``None``: the deadline policy computes it from
+            ``created_at`` (asks posted by ``pybb.supervision`` always carry one).
+        default_option: The option applied at the deadline; ``None``: the policy's.
     """
 
     ask_id: str
@@ -177,6 +189,8 @@ class Ask:
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     report_data: Mapping[str, Any] = field(default_factory=dict, hash=False)
     to: tuple[str, ...] = ()
+    deadline: datetime | None = None
+    default_option: str | None = None
 
     def __post_init__(self) -> None:
         _check_id("ask", "ask_id", self.ask_id)
@@ -189,6 +203,13 @@ class Ask:
         _check_time("ask", "created_at", self.created_at)
         _check_report_data(self.report_data)
         object.__setattr__(self, "to", _addressees(self.to))
+        if self.deadline is not None:
+            _check_time("ask", "deadline", self.deadline)
+        if self.default_option is not None and self.option(self.default_option) is None:
+            ids = ", ".join(repr(o.id) for o in self.options)
+            raise MalformedContentError(
+                "ask", "default_option", f"{self.default_option!r} is not one of {ids}"
+            )
 
     @property
     def recommended(self) -> Option:
@@ -205,7 +226,7 @@ class Ask:
 
     def to_json(self) -> dict[str, Any]:
         """The ask as the JSON object kept on the ``asks`` level."""
-        return {
+        data: dict[str, Any] = {
             "ask_id": self.ask_id,
             "entry": self.entry,
             "subject": self.subject,
@@ -218,6 +239,11 @@ class Ask:
             "created_at": self.created_at.isoformat(),
             "to": list(self.to),
         }
+        if self.deadline is not None:  # kept out when unset: older asks read the same
+            data["deadline"] = self.deadline.isoformat()
+        if self.default_option is not None:
+            data["default_option"] = self.default_option
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> Ask:
@@ -245,6 +271,12 @@ class Ask:
             created_at=_parse_time("ask", "created_at", _get(obj, "ask", "created_at")),
             report_data=obj.get("report_data", {}),
             to=tuple(to),
+            deadline=(
+                None
+                if obj.get("deadline") is None
+                else _parse_time("ask", "deadline", obj["deadline"])
+            ),
+            default_option=obj.get("default_option"),
         )
 
 
@@ -255,7 +287,8 @@ class Answer:
     Attributes:
         ask_id: The ask answered.
         option: The id of the option chosen.
-        by: Who answered, ``human:<name>``; the board admits it only when this is the writer.
+        by: Who answered, ``human:<name>`` (the board admits it only when this is the
+            writer), or :data:`DEADLINE_BY` for the default a deadline applied.
         note: Anything the person added.
         at: When they answered.
     """
@@ -269,7 +302,7 @@ class Answer:
     def __post_init__(self) -> None:
         _check_id("answer", "ask_id", self.ask_id)
         _check_id("answer", "option", self.option)
-        if human_name(self.by) is None:
+        if self.by != DEADLINE_BY and human_name(self.by) is None:
             raise MalformedContentError(
                 "answer", "by", f"{self.by!r} is not a person; use 'human:<name>'"
             )

@@ -22,12 +22,23 @@ from blackboard import (
     ProposedWrite,
     Reject,
 )
+from pybb.human._assign import judge_assignment
 from pybb.human._board import AskState, AskStatus, ask_state
 from pybb.human._errors import MalformedContentError
+from pybb.human._people import (
+    ASSIGNMENTS,
+    DELIVERIES,
+    LINK_USES,
+    NOTIFICATIONS,
+    PEOPLE,
+    judge_person,
+)
 from pybb.human._protocol import (
     ANSWERS,
     ASK_CLOSURES,
     ASKS,
+    DEADLINE_BY,
+    DEADLINE_WRITER,
     Answer,
     Ask,
     Closure,
@@ -58,6 +69,8 @@ class RefusalCode(enum.Enum):
     """The ask was closed without an answer."""
     UNKNOWN_OPTION = "unknown_option"
     """The option named is not one of the ask's."""
+    NOT_DUE = "not_due"
+    """A deadline default written before the ask's deadline."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +112,8 @@ def judge_answer(reader: BoardReader, writer: str, content: Any) -> Refusal | No
         writer: Who writes it.
         content: The proposed content of the ``answers`` level.
     """
+    if writer == DEADLINE_WRITER:
+        return _judge_default(reader, content)
     if human_name(writer) is None:
         return Refusal(
             RefusalCode.NOT_A_PERSON,
@@ -117,6 +132,29 @@ def judge_answer(reader: BoardReader, writer: str, content: Any) -> Refusal | No
         )
     state = ask_state(reader, proposed.ask_id)
     return _against_state(state, proposed, writer)
+
+
+def _judge_default(reader: BoardReader, content: Any) -> Refusal | None:
+    """A deadline's default: by "deadline", to an open ask, one of its options, when due."""
+    try:
+        proposed = Answer.from_json(content)
+    except MalformedContentError as exc:
+        return Refusal(RefusalCode.MALFORMED, f"this default cannot be read: {exc}")
+    if proposed.by != DEADLINE_BY:
+        return Refusal(
+            RefusalCode.SPOOFED,
+            f"{DEADLINE_WRITER} writes only deadline defaults (by={DEADLINE_BY!r}), "
+            f"not answers by {proposed.by!r}",
+        )
+    state = ask_state(reader, proposed.ask_id)
+    if state is not None and state.ask.deadline is not None and proposed.at < state.ask.deadline:
+        return Refusal(
+            RefusalCode.NOT_DUE,
+            f"ask {proposed.ask_id!r} is due at {state.ask.deadline.isoformat()}; its default "
+            f"cannot be applied at {proposed.at.isoformat()}",
+            state,
+        )
+    return _against_state(state, proposed, DEADLINE_WRITER)
 
 
 def compose_rules(*rules: AdmissionRule) -> AdmissionRule:
@@ -141,7 +179,7 @@ def _against_state(state: AskState | None, proposed: Answer, writer: str) -> Ref
             RefusalCode.UNKNOWN_ASK,
             f"there is no ask {proposed.ask_id!r} on this board; check the ask id",
         )
-    if not state.ask.addressed_to(writer):
+    if writer != DEADLINE_WRITER and not state.ask.addressed_to(writer):
         return Refusal(
             RefusalCode.NOT_ADDRESSED,
             f"ask {proposed.ask_id!r} is addressed to other people, not to {writer}",
@@ -215,4 +253,36 @@ def _judge_closure(reader: BoardReader, writer: str, content: Any) -> Refusal | 
     return _settled(state, writer)
 
 
-_JUDGES = {ASKS: _judge_ask, ANSWERS: judge_answer, ASK_CLOSURES: _judge_closure}
+def _machine_only(reader: BoardReader, writer: str, content: Any) -> Refusal | None:
+    if writer.startswith("human:"):
+        return Refusal(
+            RefusalCode.PERSON_MAY_NOT,
+            "notifications, their deliveries and link uses are written by the inbox and "
+            "the notifier, not by people",
+        )
+    return None
+
+
+def _judge_people(reader: BoardReader, writer: str, content: Any) -> Refusal | None:
+    why = judge_person(reader, writer, content)
+    return None if why is None else Refusal(RefusalCode.MALFORMED, why)
+
+
+def _judge_assignment(reader: BoardReader, writer: str, content: Any) -> Refusal | None:
+    why = judge_assignment(reader, writer, content)
+    if why is None:
+        return None
+    code = RefusalCode.NOT_A_PERSON if human_name(writer) is None else RefusalCode.MALFORMED
+    return Refusal(code, why)
+
+
+_JUDGES = {
+    ASKS: _judge_ask,
+    ANSWERS: judge_answer,
+    ASK_CLOSURES: _judge_closure,
+    PEOPLE: _judge_people,
+    ASSIGNMENTS: _judge_assignment,
+    NOTIFICATIONS: _machine_only,
+    DELIVERIES: _machine_only,
+    LINK_USES: _machine_only,
+}

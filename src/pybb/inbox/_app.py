@@ -90,6 +90,7 @@ def _routes() -> list[Route | Mount]:
         Route("/login", _html.login, methods=["POST"]),
         Route("/logout", _html.logout, methods=["POST"]),
         Route("/asks/{ask_id}", _html.ask_page, methods=["GET"]),
+        Route("/link/{token}", _html.link, methods=["GET"]),
         Route("/asks/{ask_id}/answer", _html.answer_form, methods=["POST"]),
         Route("/groups/answer", _html.group_answer, methods=["POST"]),
         Route("/decided", _html.decided, methods=["GET"]),

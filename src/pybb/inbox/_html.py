@@ -20,7 +20,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from blackboard import Rejected, RejectionCause
-from pybb.human import AskStatus, is_valid_id
+from blackboard.errors import BlackboardError
+from pybb.human import AskStatus, LinkError, LinkProblem, is_valid_id, redeem_link
 from pybb.inbox._context import SESSION_COOKIE, Inbox, inbox_of
 from pybb.inbox._events import event_stream
 from pybb.inbox._service import Outcome, submit_answer, timeline, visible_state, visible_states
@@ -46,6 +47,7 @@ __all__ = [
     "events",
     "group_answer",
     "index",
+    "link",
     "live",
     "login",
     "login_form",
@@ -183,6 +185,33 @@ async def answer_form(request: Request) -> Response:
         Outcome.FORBIDDEN: "Not allowed",
     }
     return _message(inbox, done.outcome.value, titles[done.outcome], done.message, session)
+
+
+async def link(request: Request) -> Response:
+    """A notification's signed link: accepted once, then it opens the ask.
+
+    The use is recorded on the board's ``link_uses`` level (unique per link), so a
+    second visit, from anywhere, is refused with 410; so is an expired link. The ask
+    page itself still needs a login.
+    """
+    inbox = inbox_of(request)
+    secret = inbox.settings.link_secret
+    if secret is None:
+        return _message(inbox, 404, "No such page", "This inbox does not accept links.")
+    token = request.path_params["token"]
+    now = inbox.tokens.now()
+    model = inbox.model
+    try:
+        found = await run_in_threadpool(
+            redeem_link, model.control, model.reader, token, secret, now=now
+        )
+    except LinkError as exc:
+        gone = exc.problem in (LinkProblem.EXPIRED, LinkProblem.USED)
+        heading = "Link no longer valid" if gone else "Not a valid link"
+        return _message(inbox, 410 if gone else 403, heading, f"{exc} Open the inbox instead.")
+    except BlackboardError:
+        return _message(inbox, 404, "No such page", "This board does not record link uses.")
+    return RedirectResponse(f"/asks/{found.ask_id}", status_code=303)
 
 
 async def events(request: Request) -> Response:

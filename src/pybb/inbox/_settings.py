@@ -50,6 +50,9 @@ class InboxSettings:
         stream_lifetime: How long one live-update stream lasts before the browser
             reconnects (which re-checks the login).
         title: The page title.
+        link_secret: The key of the signed links in notifications (the same as the
+            notifier's, ``pybb.supervision.NotifySettings.link_secret``); ``None``: the
+            inbox accepts no links (``/link/...`` is 404).
     """
 
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
@@ -63,3 +66,4 @@ class InboxSettings:
     heartbeat: timedelta = timedelta(seconds=15)
     stream_lifetime: timedelta = timedelta(minutes=5)
     title: str = "pybb inbox"
+    link_secret: bytes | None = None

@@ -57,7 +57,7 @@ from pybb.supervision._records import (
     supervision_records,
 )
 from pybb.supervision._run import SupervisedRun
-from pybb.supervision._settings import DEFAULT_CEILING, SupervisionSettings
+from pybb.supervision._settings import DEFAULT_CEILING, NotifySettings, SupervisionSettings
 from pybb.supervision._supervisor import OOB_REASON, Supervisor
 from pybb.supervision._transport import (
     AskComposer,
@@ -92,6 +92,7 @@ __all__ = [
     "HumanRecord",
     "ItemFactory",
     "NoEffect",
+    "NotifySettings",
     "OncePerItemStore",
     "ScopeRule",
     "SupervisedRun",

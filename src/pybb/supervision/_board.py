@@ -26,7 +26,14 @@ from buddhi.board import (
     EXCLUSIONS_PREMISE,
 )
 from pybb import Blackboard
-from pybb.human import ANSWERS, HUMAN_PREFIX, HUMAN_REGIONS, answer_rule, compose_rules
+from pybb.human import (
+    ANSWERS,
+    HUMAN_PREFIX,
+    HUMAN_REGIONS,
+    PEOPLE_REGIONS,
+    answer_rule,
+    compose_rules,
+)
 from pybb.supervision._errors import SupervisionError
 from pybb.supervision._records import SUPERVISION
 
@@ -40,12 +47,14 @@ __all__ = [
 
 SUPERVISION_REGIONS: tuple[Region, ...] = (
     *HUMAN_REGIONS,
+    *PEOPLE_REGIONS,
     *BUDGET_REGIONS,
     Level(SUPERVISION, unique="id"),
 )
 """Every region a supervised run declares beside pybb's: the human loop's three levels
-(``asks``, ``answers``, ``ask_closures``), the budget's (``budget``, ``exclusions``,
-``admissions``) and the wiring's own ``supervision`` level."""
+(``asks``, ``answers``, ``ask_closures``), the people side's (``people``,
+``assignments``, ``notifications``, ``deliveries``, ``link_uses``), the budget's
+(``budget``, ``exclusions``, ``admissions``) and the wiring's own ``supervision`` level."""
 
 SUPERVISION_PREMISES: Mapping[str, Any] = MappingProxyType(dict(BUDGET_PREMISES))
 """The opening values of the premises among :data:`SUPERVISION_REGIONS`."""
@@ -104,8 +113,13 @@ def supervised_blackboard(
     )
 
 
-def check_regions(model: Model, *, budget: bool) -> None:
+def check_regions(model: Model, *, budget: bool, people: bool = False) -> None:
     """Refuse a board that lacks the regions the wiring writes.
+
+    Args:
+        model: The board.
+        budget: The budget is kept on it.
+        people: Notifications are sent from it (they write ``PEOPLE_REGIONS``).
 
     Raises:
         SupervisionError: A region is missing or declared differently.
@@ -113,6 +127,8 @@ def check_regions(model: Model, *, budget: bool) -> None:
     needed: list[Region] = [*HUMAN_REGIONS, Level(SUPERVISION, unique="id")]
     if budget:
         needed += BUDGET_REGIONS
+    if people:
+        needed += PEOPLE_REGIONS
     missing = [r.name for r in needed if model.regions.get(r.name) != r]
     if missing:
         raise SupervisionError(

@@ -126,8 +126,8 @@ class SupervisedRun:
         return self.controller.blackboard
 
     def run(self) -> RunSummary:
-        """Apply pending answers, run the controller, and decide undecided escalations."""
-        self.watcher.apply()
+        """Apply due deadlines and pending answers, run the controller, decide escalations."""
+        self._settle()
         summary = self.controller.run()
         if not self._swept:
             self._swept = True
@@ -138,8 +138,8 @@ class SupervisedRun:
         return summary
 
     def poll(self) -> RunSummary:
-        """One round: apply new answers, let the controller take in the board, flush."""
-        self.watcher.apply()
+        """One round: deadlines, notifications, new answers; the controller takes in the board."""
+        self._settle()
         summary = self.controller.run()
         self.supervisor.flush()
         self.supervisor.serve_pulls()
@@ -147,6 +147,12 @@ class SupervisedRun:
             hook()
         self.controller.refresh()
         return summary
+
+    def _settle(self) -> None:
+        """Apply expired asks' defaults, send what is due, then apply every answer."""
+        self.supervisor.expire()
+        self.supervisor.notify()
+        self.watcher.apply()
 
     def open_asks(self) -> tuple[Ask, ...]:
         """The run's asks still waiting for a person."""

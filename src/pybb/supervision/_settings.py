@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from buddhi import BudgetTree, PolicyPack, Router, ScopePath
 from buddhi.reference import ReferencePack, StaticRouter
 from pybb import Escalation
+from pybb.human import AssignmentPolicy, DeadlinePolicy, Notifier
 from pybb.supervision._effects import DecisionEffect, NoEffect
 from pybb.supervision._errors import SupervisionError
 from pybb.supervision._items import ItemFactory, escalation_item
 from pybb.supervision._transport import AskComposer, ScopeRule, compose_ask
 
-__all__ = ["DEFAULT_CEILING", "SupervisionSettings"]
+__all__ = ["DEFAULT_CEILING", "NotifySettings", "SupervisionSettings"]
 
 DEFAULT_CEILING = 10
 """The default budget: one global pool of ten asks."""
@@ -20,6 +22,32 @@ DEFAULT_CEILING = 10
 
 def _default_budget() -> BudgetTree:
     return BudgetTree.single_pool(DEFAULT_CEILING)
+
+
+@dataclass(frozen=True, slots=True)
+class NotifySettings:
+    """How a supervised run notifies people (see ``pybb.human.NotificationDispatcher``).
+
+    Attributes:
+        notifiers: A notifier per channel kind (``"webhook"``, ``"email"``); the caller
+            owns them (closes them).
+        link_secret: The key of the links in notifications; give the inbox the same
+            (``InboxSettings.link_secret``) so it accepts them.
+        base_url: The inbox's address, e.g. ``"https://inbox.example.org"``.
+    """
+
+    notifiers: Mapping[str, Notifier]
+    link_secret: bytes
+    base_url: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.link_secret, bytes) or len(self.link_secret) < 16:
+            raise SupervisionError("NotifySettings.link_secret must be at least 16 bytes")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise SupervisionError(
+                "NotifySettings.base_url must be the inbox's http(s) address, got "
+                f"{self.base_url!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +67,11 @@ class SupervisionSettings:
         compose: Builds the board's ask from buddhi's (default
             :func:`~pybb.supervision.compose_ask`).
         effect: What a person's decision does beyond resolving the entry.
+        deadlines: Every ask's deadline and the default applied at it (by default 24
+            hours and the ask's recommended option); each ask is posted carrying both.
+        assignment: Who each ask is for (a person or a team); by default nobody.
+        notify: How people are told about asks and reminded before the deadline;
+            ``None``: nobody is notified.
     """
 
     policy: PolicyPack = field(default_factory=ReferencePack)
@@ -49,6 +82,9 @@ class SupervisionSettings:
     item: ItemFactory = escalation_item
     compose: AskComposer = compose_ask
     effect: DecisionEffect = field(default_factory=NoEffect)
+    deadlines: DeadlinePolicy = field(default_factory=DeadlinePolicy)
+    assignment: AssignmentPolicy = field(default_factory=AssignmentPolicy)
+    notify: NotifySettings | None = None
 
     def __post_init__(self) -> None:
         cap = self.max_open_asks

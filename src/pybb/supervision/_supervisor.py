@@ -32,7 +32,19 @@ from pybb import (
     Resolution,
     RunSummary,
 )
-from pybb.human import ESCALATION_WRITER, Ask, AskStatus, ask_state, close_ask, open_asks
+from pybb.human import (
+    ESCALATION_WRITER,
+    Ask,
+    AskStatus,
+    DeadlineApplied,
+    DispatchReport,
+    Notification,
+    NotificationDispatcher,
+    apply_deadlines,
+    ask_state,
+    close_ask,
+    open_asks,
+)
 from pybb.supervision._board import check_regions
 from pybb.supervision._budget import (
     OPEN_ASKS_SCOPE,
@@ -106,7 +118,9 @@ class Supervisor(ControllerObserver):
     ) -> None:
         self.blackboard = blackboard
         self.settings = SupervisionSettings() if settings is None else settings
-        check_regions(blackboard.model, budget=store is None)
+        check_regions(
+            blackboard.model, budget=store is None, people=self.settings.notify is not None
+        )
         self._writer = writer
         self._clock: buddhi.Clock = buddhi.SystemClock() if clock is None else clock
         self._index = BoardIndex(blackboard.model.reader)
@@ -116,7 +130,11 @@ class Supervisor(ControllerObserver):
             inner, ledger=ledger, open_asks=self.open_ask_count, cap=self.settings.max_open_asks
         )
         self.transport = BoardTransport(
-            blackboard, scope=self.settings.scope_of, compose=self.settings.compose, clock=clock
+            blackboard,
+            scope=self.settings.scope_of,
+            compose=self.settings.compose,
+            clock=clock,
+            deadlines=self.settings.deadlines,
         )
         self.oob = BoardOOBSource(blackboard)
         self.seams = Seams(
@@ -125,6 +143,7 @@ class Supervisor(ControllerObserver):
         self._retry: dict[str, Escalation] = {}
         self._resolved = False
         self._controller: Controller | None = None
+        self.notifications = self._dispatcher()
 
     def bind(self, controller: Controller) -> None:
         """Observe ``controller`` (its blackboard must be this supervisor's).
@@ -176,8 +195,12 @@ class Supervisor(ControllerObserver):
         self.flush()
 
     def on_halted(self, summary: RunSummary) -> None:
-        """Retry what failed, close resolved entries' asks, take in what was written."""
+        """Retry what failed, apply due deadlines, close resolved entries' asks, take in."""
         self.flush()
+        try:  # a worker's controller applies deadlines too: whoever sees one first
+            self.expire()
+        except Exception:
+            _log.exception("could not apply the deadlines due; they are applied next time")
         if self._controller is not None:
             self._controller.refresh()
 
@@ -313,6 +336,62 @@ class Supervisor(ControllerObserver):
             found = self._index.row(row["id"])
             return dict(found[1]) if found is not None else row
         raise SupervisionError(f"the board refused {row['id']!r}: {result.reason}")
+
+    def expire(self) -> tuple[DeadlineApplied, ...]:
+        """Apply the default of every open ask past its deadline (``by="deadline"``), once.
+
+        Safe in any number of processes at once: the ``answers`` level admits one answer
+        per ask, so exactly one default (or a person's answer) lands; the answer watcher
+        then resolves the entry like any answer.
+        """
+        model = self.blackboard.model
+        return apply_deadlines(
+            model.control, model.reader, self.settings.deadlines, now=self._now()
+        )
+
+    def notify(self) -> DispatchReport | None:
+        """Send the notifications due now (``None`` when the settings configure none)."""
+        if self.notifications is None:
+            return None
+        return self.notifications.dispatch(self._now())
+
+    def charge_notification(self, notification: Notification, ask: Ask) -> str | None:
+        """Charge a notification to the budget the ask was charged to: ``None`` if admitted.
+
+        The same admission as an ask (the ask's scope, its confidence against the pack's
+        bar, its source's exclusions), under the item id ``notify/<notification id>``, on
+        the store under the open-asks cap (a reminder of an open ask holds no new slot).
+        """
+        scope = tuple(ask.scope.split("/")) if ask.scope else self.settings.budget.root.path
+        source = ask.report_data.get("tier")
+        request = buddhi.AdmissionRequest(
+            scope=scope,
+            item_id=f"notify/{notification.id}",
+            source=source if isinstance(source, str) and source else "pybb:notify",
+            confidence=ask.confidence,
+            bar=self.settings.policy.bar,
+        )
+        try:
+            self.store.inner.admit(request)
+        except AdmissionRefused as refusal:
+            return str(refusal)
+        return None
+
+    def _dispatcher(self) -> NotificationDispatcher | None:
+        notify = self.settings.notify
+        if notify is None:
+            return None
+        model = self.blackboard.model
+        return NotificationDispatcher(
+            model.control,
+            model.reader,
+            notify.notifiers,
+            notify.link_secret,
+            notify.base_url,
+            deadlines=self.settings.deadlines,
+            assignment=self.settings.assignment,
+            charge=self.charge_notification,
+        )
 
     def open_asks(self) -> tuple[Ask, ...]:
         """The asks this wiring posted on the board that are still open, oldest first."""

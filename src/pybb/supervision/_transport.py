@@ -20,7 +20,7 @@ from blackboard import Rejected, RejectionCause
 from buddhi import EscalationTransport, Item, ScopePath
 from pybb import Blackboard, Escalation
 from pybb.errors import EntryNotFoundError
-from pybb.human import ESCALATION_WRITER, Ask, Option, ask_state, post_ask
+from pybb.human import ESCALATION_WRITER, Ask, DeadlinePolicy, Option, ask_state, post_ask
 from pybb.supervision._errors import SupervisionError
 from pybb.supervision._items import ask_id_for, entry_key
 
@@ -138,6 +138,7 @@ class BoardTransport(EscalationTransport):
         compose: Turns buddhi's ask into the board's (default :func:`compose_ask`).
         writer: The writer name asks are posted under.
         clock: Where ``created_at`` comes from (anything with ``now()``).
+        deadlines: Stamps each ask with its deadline and default before it is posted.
     """
 
     def __init__(
@@ -148,8 +149,10 @@ class BoardTransport(EscalationTransport):
         compose: AskComposer | None = None,
         writer: str = ESCALATION_WRITER,
         clock: buddhi.Clock | None = None,
+        deadlines: DeadlinePolicy | None = None,
     ) -> None:
         self._board = blackboard
+        self._deadlines = DeadlinePolicy() if deadlines is None else deadlines
         self._scope = scope
         self._compose: AskComposer = compose_ask if compose is None else compose
         self._writer = writer
@@ -165,7 +168,8 @@ class BoardTransport(EscalationTransport):
             )
         ask_id = ask_id_for(escalation)
         context = AskContext(ask, escalation, ask_id, self._scope(escalation), self._now())
-        result = post_ask(self._board.model.control, self._compose(context), writer=self._writer)
+        board_ask = self._deadlines.stamp(self._compose(context))
+        result = post_ask(self._board.model.control, board_ask, writer=self._writer)
         if isinstance(result, Rejected) and not self._posted(result, ask_id):
             raise SupervisionError(f"the board refused ask {ask_id!r}: {result.reason}")
 

@@ -48,7 +48,7 @@ from pybb.attestation import (
     accept_digest,
     read_allowlist,
 )
-from pybb.human import Answer, answer_rule, compose_rules
+from pybb.human import Answer, DeadlinePolicy, answer_rule, compose_rules
 from pybb.human import Ask as BoardAsk
 from pybb.supervision._board import SUPERVISION_PREMISES, SUPERVISION_REGIONS, supervision_rule
 from pybb.supervision._effects import (
@@ -264,6 +264,9 @@ def attestation_settings(
         max_open_asks=max_open_asks,
         compose=compose_attestation_ask,
         effect=AttestationEffect(),
+        # An unanswered ask must never accept a digest into fleet policy by itself: at
+        # the deadline the device is quarantined, whatever was recommended.
+        deadlines=DeadlinePolicy(default=QUARANTINE),
     )
 
 
