@@ -85,10 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pybb (mrpybb) {version()}")
     loud = parser.add_mutually_exclusive_group()
     loud.add_argument(
-        "-v", "--verbose", dest="log_verbose", action="count", default=0, help="more log lines (DEBUG; tracebacks)"
+        "-v",
+        "--verbose",
+        dest="log_verbose",
+        action="count",
+        default=0,
+        help="more log lines (DEBUG; tracebacks)",
     )
     loud.add_argument(
-        "-q", "--quiet", dest="log_quiet", action="store_true", help="only warnings and errors in the log"
+        "-q",
+        "--quiet",
+        dest="log_quiet",
+        action="store_true",
+        help="only warnings and errors in the log",
     )
     parser.add_argument(
         "--log-json", action="store_true", help="log lines as JSON objects, one per line"

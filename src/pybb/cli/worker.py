@@ -13,7 +13,6 @@ import argparse
 import importlib
 import inspect
 import signal
-import sys
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
