@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import selectors
 import sqlite3
 import subprocess
@@ -68,18 +69,22 @@ def refused(done: subprocess.CompletedProcess[str], *fragments: str, status: int
     return text
 
 
-def store_digest(path: Path) -> str:
+def store_digest(path: Path, *, lease: bool = True) -> str:
     """The content of a SQLite file (every row of every table), or its bytes if it is none.
 
     Content, not bytes: opening a WAL database may checkpoint it, which moves bytes
-    without changing a row.
+    without changing a row. ``lease=False`` leaves out the controller's lease row (its
+    fencing token counts every ``pybb attest`` that held the board, even one that only
+    re-read it; it is not the board's content).
     """
     if not path.exists():
         return "absent"
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            dump = "\n".join(conn.iterdump())
+            dump = "\n".join(
+                line for line in conn.iterdump() if lease or "'@controller'" not in line
+            )
         finally:
             conn.close()
     except sqlite3.Error:
@@ -117,10 +122,11 @@ class Child:
             self._selector.register(stream, selectors.EVENT_READ)
 
     def wait_for(self, fragment: str, timeout: float = 120) -> str:
-        """Read lines until one holds ``fragment``; return it (fail at ``timeout``)."""
+        """Read lines until one matches the regular expression ``fragment``; return it."""
         deadline = time.monotonic() + timeout
+        pattern = re.compile(fragment)
         for line in self.lines:
-            if fragment in line:
+            if pattern.search(line):
                 return line
         while time.monotonic() < deadline:
             for key, _ in self._selector.select(timeout=0.2):
@@ -128,7 +134,7 @@ class Child:
                 if chunk:
                     self.lines.extend(chunk.splitlines())
             for line in self.lines:
-                if fragment in line:
+                if pattern.search(line):
                     return line
             if self.process.poll() is not None and not self._selector.select(timeout=0):
                 break
@@ -137,12 +143,16 @@ class Child:
     def finish(self, timeout: float = 180) -> tuple[int, str]:
         """Wait for the end; the exit status and everything it printed."""
         self.process.wait(timeout=timeout)
-        for key in list(self._selector.get_map().values()):
-            with contextlib.suppress(TypeError, ValueError):
-                rest = key.fileobj.read()  # type: ignore[union-attr]
-                if rest:
-                    self.lines.extend(rest.splitlines())
-        self._selector.close()
+        if self._selector.get_map() is not None:
+            for key in list(self._selector.get_map().values()):
+                with contextlib.suppress(TypeError, ValueError):
+                    rest = key.fileobj.read()  # type: ignore[union-attr]
+                    if rest:
+                        self.lines.extend(rest.splitlines())
+            self._selector.close()
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
         return self.process.returncode, "\n".join(self.lines)
 
     def kill(self) -> None:

@@ -111,6 +111,8 @@ def check_store(url: str, *, shared: bool = False) -> None:
             "the file's URL without it, on a disk you may write"
         )
     file = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if file and file != ":memory:":
+        _check_writable(url, Path(file))
     if not shared:
         return
     if file in ("", ":memory:") or file.startswith("file::memory:"):
@@ -122,6 +124,32 @@ def check_store(url: str, *, shared: bool = False) -> None:
         raise CommandError(
             f"--store {url!r}: there is no file {os.path.abspath(file)!r}, so there is no run "
             "to work on; give the file pybb attest --submit wrote (workers do not create runs)"
+        )
+
+
+def _check_writable(url: str, file: Path) -> None:
+    """A SQLite board is written (its lease, its log): refuse a read-only place up front.
+
+    Checked here because SQLite itself only says "unable to open database file".
+    """
+    folder = file.parent if str(file.parent) else Path(".")
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return
+    if read_only:
+        raise CommandError(
+            f"--store {url!r}: the file system of {str(folder)!r} is read-only, and pybb "
+            "writes to its board (a resumed run, a lease, the report step); remount it "
+            "writable, or copy the store to a writable disk and give that --store; nothing "
+            "was changed"
+        )
+    if file.exists() and not os.access(file, os.W_OK):
+        raise CommandError(
+            f"--store {url!r}: {str(file)!r} is read-only for this user; give a store file "
+            "you may write (or fix its permissions); nothing was changed"
         )
 
 
