@@ -117,7 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pybb.cli._logging import configure_logging
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # usage errors (2), --help and --version (0): a status
+        return stop.code if isinstance(stop.code, int) else 2 if stop.code else 0
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

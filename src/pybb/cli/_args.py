@@ -171,8 +171,8 @@ def check_reachable(url: str, *, timeout: int = 3) -> None:
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "schema"]
     try:
         params = conninfo_to_dict(urlunsplit(parts._replace(query=urlencode(query))))
-        params.setdefault("connect_timeout", timeout)
-        params["connect_timeout"] = min(int(params["connect_timeout"]), timeout)
+        given = params.get("connect_timeout")
+        params["connect_timeout"] = min(int(str(given)), timeout) if given else timeout
         conn = psycopg.connect(make_conninfo("", **params))
     except (psycopg.Error, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

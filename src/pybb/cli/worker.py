@@ -154,7 +154,12 @@ def load_app(spec: str) -> WorkerApp:
     except ImportError as exc:
         raise PybbError(f"application {spec!r}: cannot import {module_name!r}: {exc}") from exc
     app = getattr(module, attribute, None)
-    if not callable(app) or not _takes_one_argument(app):
+    if not callable(app):
+        raise PybbError(
+            f"application {spec!r}: {module_name} has no function {attribute!r}; an application "
+            "is a function app(context) -> Controller"
+        )
+    if not _takes_one_argument(app):
         raise PybbError(
             f"application {spec!r} is not an application: {module_name}.{attribute} is not a "
             "function taking one argument; an application is a function "
