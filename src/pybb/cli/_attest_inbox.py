@@ -82,11 +82,12 @@ def _serve(
             report = _attest(session, errors, args.no_progress)
             print_report(console, report, args.examples)
             _write(args, session, report)
-            console.print(
-                f"{len(session.run.open_asks())} ask(s) open; answer them at {url} "
-                "(answers are applied as they come); Ctrl-C to stop"
-            )
-            _until_interrupted(session)
+            with _stop_on_signals() as stop:  # before the line that invites Ctrl-C
+                console.print(
+                    f"{len(session.run.open_asks())} ask(s) open; answer them at {url} "
+                    "(answers are applied as they come); Ctrl-C to stop"
+                )
+                session.run.serve(stop)
     finally:
         model.close()
     applied = session.run.applied()
@@ -110,14 +111,15 @@ def _attest(session: SupervisedAttestation, errors: Console, quiet: bool) -> Fle
         return session.attest(lambda done, total: progress.update(task, completed=done))
 
 
-def _until_interrupted(session: SupervisedAttestation) -> None:
-    """Apply answers as they arrive until SIGINT or SIGTERM (handled between polls)."""
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event SIGINT and SIGTERM set (answers are applied between polls) while in the block."""
     stop = threading.Event()
     previous = {
         sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
     }
     try:
-        session.run.serve(stop)
+        yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
