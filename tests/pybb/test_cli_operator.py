@@ -449,3 +449,23 @@ def test_the_library_configures_no_logging() -> None:
         "assert all(not logging.getLogger(n).handlers for n in ('pybb', 'blackboard', 'buddhi'))\n"
     )
     subprocess.run([pybb_command()[0], "-c", code], env=environment(), check=True, timeout=120)
+
+
+def test_row2_ctrl_c_stops_a_worker_with_130_and_another_finishes_the_run(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'b.db'}"
+    run("attest", "--demo", "1000", "--store", store, "--submit", cwd=tmp_path, check=0)
+    board = ["--store", store, "--run", "attest-demo-1000-seed-0", "--app", "attest"]
+    worker = Child(["worker", *board, "--batch", "8", "--progress", "0.2"], cwd=tmp_path)
+    try:
+        worker.wait_for(r"[1-9]\d* entries settled, [1-9]\d* claims held")
+        worker.process.send_signal(signal.SIGINT)
+        status, text = worker.finish()
+    finally:
+        worker.kill()
+    assert status == 130, text[-2000:]
+    assert "interrupted; the same command resumes" in text and "Traceback" not in text
+    # Its claims were released: the same command at once finishes the run, no lease wait.
+    started = time.monotonic()
+    done = run("worker", *board, cwd=tmp_path, check=0)
+    assert "settled" in done.stdout
+    assert time.monotonic() - started < 25  # less than the 30 s lease

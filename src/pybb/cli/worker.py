@@ -133,6 +133,8 @@ def run_command(args: argparse.Namespace) -> int:
             f"{summary.attempts} attempts, {summary.claimed} claims, {summary.settled} entries "
             f"settled, {summary.lost} claims lost"
         )
+    if summary.reason == "stopped" and signal.SIGINT in _INTERRUPTED:
+        raise KeyboardInterrupt  # Ctrl-C: exit 130, "the same command resumes"
     return 0
 
 
@@ -197,10 +199,14 @@ def _options(pairs: list[str]) -> dict[str, str]:
     return options
 
 
+_INTERRUPTED: list[int] = []  # the signals that stopped the worker of this process
+
+
 def _stop_on_signals(worker: Worker) -> None:
     """SIGTERM and SIGINT end the worker after its cycle, releasing its claims."""
 
     def stop(signum: int, frame: object) -> None:
+        _INTERRUPTED.append(signum)
         worker.stop()
 
     for signum in _STOPPING:
