@@ -469,3 +469,20 @@ def test_row2_ctrl_c_stops_a_worker_with_130_and_another_finishes_the_run(tmp_pa
     done = run("worker", *board, cwd=tmp_path, check=0)
     assert "settled" in done.stdout
     assert time.monotonic() - started < 25  # less than the 30 s lease
+
+
+@pytest.mark.parametrize(("fail_on", "status"), [("asked", 1), ("never", 0)])
+def test_fail_on_asked_counts_the_asks_of_attest_inbox(
+    tmp_path: Path, fail_on: str, status: int
+) -> None:
+    args = ["attest", "--demo", "40", "--inbox", "--inbox-port", "0", "--fail-on", fail_on]
+    child = Child(args, cwd=tmp_path)
+    try:
+        line = child.wait_for(r"\d+ ask\(s\) open")
+        assert not line.startswith("0 "), line  # the demo's escalations were asked about
+        child.process.send_signal(signal.SIGINT)
+        code, text = child.finish()
+    finally:
+        child.kill()
+    assert code == status, text[-2000:]
+    assert "Traceback" not in text

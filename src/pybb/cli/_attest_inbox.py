@@ -95,7 +95,7 @@ def _serve(
     where = _write(args, session, report)
     console.print(f"stopped; {len(applied)} answer(s) applied; report written to {where}")
     asked = sum(1 for r in session.run.records() if r.kind == "decision" and r.ask_id)
-    return exit_status(report, args.fail_on, asked=asked)
+    return exit_status(report, args.fail_on, asked=asked, truth=False)
 
 
 def _attest(session: SupervisedAttestation, errors: Console, quiet: bool) -> FleetReport:

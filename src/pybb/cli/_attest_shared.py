@@ -129,9 +129,13 @@ def write_report(target: Path | str, data: object) -> str:
     return str(path)
 
 
-def exit_status(report: FleetReport, fail_on: str, *, asked: int = 0) -> int:
-    """The exit status ``--fail-on`` asks for (ground truth missed: 1 regardless)."""
-    if report.accuracy is not None and report.accuracy != 1.0:
+def exit_status(report: FleetReport, fail_on: str, *, asked: int = 0, truth: bool = True) -> int:
+    """The exit status ``--fail-on`` asks for (``truth``: ground truth missed is 1 too).
+
+    ``--inbox`` passes ``truth=False``: a person's answer moves a device off the outcome
+    its ground truth predicted, which is the point, not a failure.
+    """
+    if truth and report.accuracy is not None and report.accuracy != 1.0:
         return EXIT_FAILED
     escalated = any(r.outcome is DeviceOutcome.ESCALATED for r in report.devices)
     if fail_on == "escalated" and escalated:
