@@ -8,8 +8,11 @@ issue's table.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -486,3 +489,36 @@ def test_fail_on_asked_counts_the_asks_of_attest_inbox(
         child.kill()
     assert code == status, text[-2000:]
     assert "Traceback" not in text
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("stream", "json_lines", "kind"),
+    [(_Terminal, False, "RichHandler"), (io.StringIO, False, "StreamHandler"),
+     (_Terminal, True, "StreamHandler")],
+)  # fmt: skip
+def test_the_command_logs_with_rich_on_a_terminal_plain_lines_otherwise(
+    stream: type[io.StringIO], json_lines: bool, kind: str
+) -> None:
+    from pybb.cli._logging import configure_logging
+
+    root = logging.getLogger()
+    level = root.level
+    out = stream()
+    handler = configure_logging(0, json_lines=json_lines, stream=out)
+    try:
+        assert type(handler).__name__ == kind
+        logging.getLogger("pybb.worker").info("worker w: %d entries settled", 3)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())  # rich's colours
+    assert "worker w: 3 entries settled" in text
+    if json_lines:
+        assert json.loads(text.splitlines()[0])["logger"] == "pybb.worker"
+    elif kind == "StreamHandler":
+        assert " INFO pybb.worker: worker w" in text
