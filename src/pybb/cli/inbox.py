@@ -98,8 +98,8 @@ def run_inbox(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         return 2
     settings = InboxSettings(allowed_hosts=(*LOOPBACK_HOSTS, args.host, *args.allow_host))
     app = create_app(model, tokens, settings=settings)
-    print(f"pybb inbox for run {model.board_id!r}: {server.url}", file=out, flush=True)
-    try:
+    try:  # Ctrl-C is how an inbox stops, also before the server has installed its handler
+        print(f"pybb inbox for run {model.board_id!r}: {server.url}", file=out, flush=True)
         server.run(app)
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled; we are done
         print("pybb inbox: stopped", file=out)
