@@ -412,3 +412,14 @@ def test_fault_plan_counts_every_statement(tmp_path: Path) -> None:
     assert reads >= 1
     with closing(raw_connect(tmp_path / "board.db")) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_file_with_a_foreign_table_of_our_name_is_refused_and_left_alone(tmp_path: Path) -> None:
+    file = tmp_path / "theirs.db"
+    with closing(sqlite3.connect(file)) as conn:
+        conn.execute("CREATE TABLE bb_records (x INTEGER)")
+        conn.commit()
+    before = file.read_bytes()
+    with pytest.raises(StoreError, match=r"has a table bb_records that this store did not create"):
+        SQLiteStore(file)
+    assert file.read_bytes() == before  # not even switched to WAL

@@ -94,6 +94,9 @@ _FIND_KEYS = (
     f"SELECT {_COLUMNS}, fingerprint FROM bb_records INDEXED BY bb_records_ikey"
     " WHERE board_id = ? AND ikey IN ({})"
 )
+_TABLES = frozenset(
+    {"bb_boards", "bb_records", "bb_premises", "bb_uniques", "bb_grants", "bb_claims"}
+)
 _BUSY_RETRIES = 10  # on top of busy_timeout: a stuck lock surfaces within a minute
 # RecordKind.X costs about 0.1 µs a look-up (the enum metaclass); these are per write.
 _LEVEL, _PREMISE, _GRANT = RecordKind.LEVEL, RecordKind.PREMISE, RecordKind.GRANT
@@ -133,6 +136,7 @@ class SQLiteStore(Store):
         self._lock = threading.Lock()
         try:
             self._conn = (connect or _connect)(self.path)
+            self._refuse_foreign_tables(self._conn)  # before WAL mode rewrites the header
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._conn.execute("PRAGMA busy_timeout=5000")
@@ -158,6 +162,25 @@ class SQLiteStore(Store):
                 cur.execute(_CLAIMS)
             if version < SCHEMA_VERSION:
                 cur.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _refuse_foreign_tables(self, conn: sqlite3.Connection) -> None:
+        """A file without our schema version that has a table of ours: someone else's.
+
+        ``CREATE TABLE IF NOT EXISTS`` would keep their table and fail later on a column
+        it lacks ("no such column: board_id"), after writing to the file.
+        """
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version >= 1:
+            return
+        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        names = {row[0] for row in conn.execute(query)}
+        ours = sorted(name for name in names if name in _TABLES)
+        if ours:
+            raise StoreError(
+                f"{self.path!r} has a table {ours[0]} that this store did not create (the "
+                "file is not a blackboard store, or one of another program); give a --store "
+                "file of its own, nothing was written to this one"
+            )
 
     # -- transactions ------------------------------------------------------------
 

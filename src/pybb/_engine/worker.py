@@ -85,6 +85,9 @@ class WorkerSettings:
         poll: The longest a waiting worker sleeps before looking again (it wakes at
             once when the board changes).
         follow: Keep waiting for new entries when the run is settled, until it closes.
+        progress: How often the worker logs a progress line at INFO on ``pybb.worker``
+            (entries settled, claims held and taken, lease renewals); ``None``: never.
+            The library only logs; the ``pybb`` command shows it.
     """
 
     lease: timedelta = timedelta(seconds=30)
@@ -92,6 +95,7 @@ class WorkerSettings:
     batch: int = 64
     poll: timedelta = timedelta(seconds=1)
     follow: bool = False
+    progress: timedelta | None = timedelta(seconds=10)
 
     def __post_init__(self) -> None:
         for name in ("lease", "poll"):
@@ -100,6 +104,13 @@ class WorkerSettings:
                 raise PybbError(
                     f"WorkerSettings.{name} must be a positive timedelta, not {value!r}"
                 )
+        if self.progress is not None and (
+            not isinstance(self.progress, timedelta) or self.progress <= timedelta(0)
+        ):
+            raise PybbError(
+                f"WorkerSettings.progress must be a positive timedelta or None, not "
+                f"{self.progress!r}"
+            )
         beat = self.heartbeat
         if beat is not None and (
             not isinstance(beat, timedelta) or not timedelta(0) < beat < self.lease
@@ -178,7 +189,7 @@ class Worker:
         self._redeliver: list[str] = []
         self._stopping = threading.Event()
         self._beating = threading.Event()
-        self._counts = {"claimed": 0, "lost": 0, "settled": 0}
+        self._counts = {"claimed": 0, "lost": 0, "settled": 0, "renewed": 0}
         self._cycles = 0
         self._attempts = controller.attempts_made
 
@@ -398,22 +409,53 @@ class Worker:
                 _log.warning("worker %s could not release its claims; they lapse", self.name)
 
     def _beat(self) -> None:
-        """The heartbeat: renew every held lease; a lease someone took over is dropped."""
-        while not self._beating.wait(self.settings.beat):
-            with self._held_lock:
-                keys = list(self._held)
-            if not keys:
-                continue
-            try:
-                renewed = self._control.renew(self.name, keys, lease=self.settings.lease)
-            except BlackboardError as exc:
-                _log.warning("worker %s could not renew its claims: %s", self.name, exc)
-                continue
-            lost = [key for key in keys if key not in {c.key for c in renewed}]
-            if lost:
-                _log.warning("worker %s lost %d claims to a takeover", self.name, len(lost))
-                self._forget(lost)
-                self._counts["lost"] += len(lost)
+        """The heartbeat: renew every held lease; a lease someone took over is dropped.
+
+        It also logs the progress line every ``settings.progress`` (a steady rate, from
+        this thread, so a worker busy on one long cycle still reports).
+        """
+        beat = self.settings.beat
+        every = self.settings.progress.total_seconds() if self.settings.progress else None
+        now = time.monotonic()
+        next_beat = now + beat
+        next_report = now + every if every else float("inf")
+        while not self._beating.wait(max(min(next_beat, next_report) - time.monotonic(), 0.0)):
+            now = time.monotonic()
+            if now >= next_report and every:
+                next_report = now + every
+                self._report_progress()
+            if now >= next_beat:
+                next_beat = now + beat
+                self._renew_held()
+
+    def _report_progress(self) -> None:
+        with self._held_lock:
+            held = len(self._held)
+        counts = self._counts
+        _log.info(
+            "worker %s: %d entries settled, %d claims held (%d taken, %d lost), "
+            "%d lease renewals, %d cycles",
+            self.name, counts["settled"], held, counts["claimed"], counts["lost"],
+            counts["renewed"], self._cycles,
+        )  # fmt: skip
+
+    def _renew_held(self) -> None:
+        """Renew every held lease once."""
+        with self._held_lock:
+            keys = list(self._held)
+        if not keys:
+            return
+        try:
+            renewed = self._control.renew(self.name, keys, lease=self.settings.lease)
+        except BlackboardError as exc:
+            _log.warning("worker %s could not renew its claims: %s", self.name, exc)
+            return
+        self._counts["renewed"] += len(renewed)
+        lost = [key for key in keys if key not in {c.key for c in renewed}]
+        if lost:
+            _log.warning("worker %s lost %d claims to a takeover", self.name, len(lost))
+            self._forget(lost)
+            self._counts["lost"] += len(lost)
 
     def _summary(self, reason: str) -> WorkerSummary:
         return WorkerSummary(

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pybb.attestation._eventlog import MAX_LOG_FILE_SIZE, MAX_PCR_INDEX
+from pybb.attestation._eventlog import MAX_PCR_INDEX
 from pybb.attestation._fleet_errors import EvidenceError
 from pybb.attestation._jsonfile import (
     NAME,
@@ -35,9 +35,20 @@ from pybb.attestation._jsonfile import (
 from pybb.attestation._policy import BANK_SIZES
 from pybb.attestation._signed import SignedQuote
 
-__all__ = ["MAX_EVIDENCE_FILE_SIZE", "Evidence", "Quote", "load_evidence", "parse_evidence"]
+__all__ = [
+    "EVENT_LOG_CAP",
+    "MAX_EVIDENCE_FILE_SIZE",
+    "Evidence",
+    "Quote",
+    "load_evidence",
+    "parse_evidence",
+]
 
 MAX_EVIDENCE_FILE_SIZE = 1024 * 1024
+"""The largest evidence JSON file of a fleet folder read by default."""
+EVENT_LOG_CAP = 16 * 1024 * 1024
+"""The largest event log file read by default, in a fleet folder or an evidence folder
+(a real firmware log is well under 1 MiB); checked with ``stat`` before reading."""
 """The largest evidence file read (an inline ``log_base64`` counts towards it)."""
 
 Quote = Mapping[str, Mapping[int, bytes]]
@@ -96,7 +107,12 @@ class Evidence:
 
     @classmethod
     def from_json(
-        cls, data: object, *, path: str | None = None, root: Path | None = None
+        cls,
+        data: object,
+        *,
+        path: str | None = None,
+        root: Path | None = None,
+        log_cap: int = EVENT_LOG_CAP,
     ) -> Evidence:
         """Read and check an evidence object.
 
@@ -104,6 +120,7 @@ class Evidence:
             data: The parsed JSON.
             path: The file it came from, for messages.
             root: The fleet folder a ``log`` path is relative to (required for ``log``).
+            log_cap: The largest log file (``log``) read, in bytes.
 
         Raises:
             EvidenceError: Naming the file and the field at fault.
@@ -116,7 +133,7 @@ class Evidence:
         fields = Fields(_error(path, device))
         device_class = fields.name(obj["class"], "class")
         quote = _quote(fields, obj["quote"])
-        log = _log(fields, obj, root)
+        log = _log(fields, obj, root, log_cap)
         signed = None
         if "signed_quote" in obj:
             try:
@@ -152,7 +169,7 @@ def _quote(fields: Fields, value: object) -> dict[str, dict[int, bytes]]:
     return quote
 
 
-def _log(fields: Fields, obj: Mapping[str, Any], root: Path | None) -> bytes:
+def _log(fields: Fields, obj: Mapping[str, Any], root: Path | None, cap: int) -> bytes:
     if ("log" in obj) == ("log_base64" in obj):
         fields.fail("log", "give exactly one of 'log' (a path) and 'log_base64'")
     if "log_base64" in obj:
@@ -175,7 +192,7 @@ def _log(fields: Fields, obj: Mapping[str, Any], root: Path | None) -> bytes:
     def error(problem: str, field_name: str | None) -> EvidenceError:
         return fields.error(f"the log file {show(value)}: {problem}", "log")  # type: ignore[return-value]
 
-    return read_capped(resolved, MAX_LOG_FILE_SIZE, error)
+    return read_capped(resolved, cap, error)
 
 
 def _frozen_quote(quote: object, source: str | None) -> Quote:
@@ -207,20 +224,39 @@ def _frozen_quote(quote: object, source: str | None) -> Quote:
     return MappingProxyType(frozen)
 
 
-def parse_evidence(data: bytes, *, path: str | None = None, root: Path | None = None) -> Evidence:
+def parse_evidence(
+    data: bytes,
+    *,
+    path: str | None = None,
+    root: Path | None = None,
+    max_size: int = MAX_EVIDENCE_FILE_SIZE,
+    log_cap: int = EVENT_LOG_CAP,
+) -> Evidence:
     """Parse and check the bytes of an evidence file.
 
     Raises:
         EvidenceError: Naming the file and the field at fault.
     """
     error = _error(path, None)
-    if len(data) > MAX_EVIDENCE_FILE_SIZE:
-        raise error(f"it is larger than {MAX_EVIDENCE_FILE_SIZE} bytes", None)
-    return Evidence.from_json(parse_json(data, error), path=path, root=root)
+    if len(data) > max_size:
+        raise error(f"it is larger than {max_size} bytes", None)
+    return Evidence.from_json(parse_json(data, error), path=path, root=root, log_cap=log_cap)
 
 
-def load_evidence(path: Path, *, root: Path) -> Evidence:
+def load_evidence(
+    path: Path,
+    *,
+    root: Path,
+    max_size: int = MAX_EVIDENCE_FILE_SIZE,
+    log_cap: int = EVENT_LOG_CAP,
+) -> Evidence:
     """Read and check an evidence file of the fleet folder ``root``.
+
+    Args:
+        path: The evidence file.
+        root: The fleet folder.
+        max_size: The largest evidence file read, in bytes (checked before reading).
+        log_cap: The largest event log file read, in bytes (checked before reading).
 
     Raises:
         EvidenceError: Naming the file (relative to ``root``) and the field at fault.
@@ -229,5 +265,5 @@ def load_evidence(path: Path, *, root: Path) -> Evidence:
         shown = path.relative_to(root).as_posix()
     except ValueError:
         shown = path.as_posix()
-    data = read_capped(path, MAX_EVIDENCE_FILE_SIZE, _error(shown, None))
-    return parse_evidence(data, path=shown, root=root)
+    data = read_capped(path, max_size, _error(shown, None))
+    return parse_evidence(data, path=shown, root=root, max_size=max_size, log_cap=log_cap)

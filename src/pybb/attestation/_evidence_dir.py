@@ -30,7 +30,7 @@ from typing import Final
 
 from pybb.attestation._errors import EventLogError
 from pybb.attestation._eventlog import parse_event_log
-from pybb.attestation._evidence import Evidence
+from pybb.attestation._evidence import EVENT_LOG_CAP, Evidence
 from pybb.attestation._fleet import Fleet
 from pybb.attestation._fleet_errors import EvidenceError, FleetError
 from pybb.attestation._jsonfile import NAME, show
@@ -53,8 +53,6 @@ __all__ = [
     "verify_device",
 ]
 
-EVENT_LOG_CAP: Final = 16 * 1024 * 1024
-"""The largest ``eventlog.bin`` read by default (a real firmware log is well under 1 MiB)."""
 QUOTE_FILE_CAP: Final = 64 * 1024
 """The largest ``quote.msg``, ``quote.sig`` or ``quote.pcrs`` read."""
 _MAX_DEVICES = 1_000_000

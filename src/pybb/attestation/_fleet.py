@@ -27,7 +27,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pybb.attestation._evidence import MAX_EVIDENCE_FILE_SIZE, Evidence, load_evidence
+from pybb.attestation._evidence import (
+    EVENT_LOG_CAP,
+    MAX_EVIDENCE_FILE_SIZE,
+    Evidence,
+    load_evidence,
+)
 from pybb.attestation._fleet_errors import EvidenceError, FleetError, PolicyError
 from pybb.attestation._jsonfile import NAME, Fields, parse_json, read_capped, relative_to_root, show
 from pybb.attestation._policy import DeviceClass, load_class
@@ -183,14 +188,30 @@ def _fingerprint(classes: Mapping[str, DeviceClass], devices: tuple[str, ...], e
 # -- folders ---------------------------------------------------------------------------------
 
 
-def load_fleet(folder: str | Path) -> Fleet:
+def load_fleet(
+    folder: str | Path,
+    *,
+    max_evidence_size: int = MAX_EVIDENCE_FILE_SIZE,
+    max_log_size: int = EVENT_LOG_CAP,
+) -> Fleet:
     """Open a fleet folder: its classes and truth now, each device's evidence when needed.
+
+    Args:
+        folder: The fleet folder.
+        max_evidence_size: The largest ``devices/*.json`` read, in bytes.
+        max_log_size: The largest event log file read, in bytes.
+
+    Each file's size is checked with ``stat`` before it is read; a device whose file is
+    over its cap is escalated ``bad_evidence`` naming the file and the cap, unread.
 
     Raises:
         FleetError: The folder, or its ``truth.json``, cannot be used.
         PolicyError: A class file cannot be used.
     """
     root = Path(folder)
+    for name, cap in (("max_evidence_size", max_evidence_size), ("max_log_size", max_log_size)):
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise FleetError(f"{name}={cap!r} is not a positive number of bytes", field=name)
     if not root.is_dir():
         raise FleetError(f"{show(str(root))} is not a folder", hint="give a fleet folder")
     classes = _by_name(
@@ -210,11 +231,11 @@ def load_fleet(folder: str | Path) -> Fleet:
             )
         if relative_to_root(root, shown) is None:
             raise EvidenceError("it is a link leading out of the fleet folder", path=shown)
-        return load_evidence(path, root=root)
+        return load_evidence(path, root=root, max_size=max_evidence_size, log_cap=max_log_size)
 
     def classify(device: str) -> str | None:
         try:
-            data = parse_json(read_capped(files[device], MAX_EVIDENCE_FILE_SIZE, _ignore), _ignore)
+            data = parse_json(read_capped(files[device], max_evidence_size, _ignore), _ignore)
         except EvidenceError:
             return None
         value = data.get("class") if isinstance(data, dict) else None

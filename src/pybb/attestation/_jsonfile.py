@@ -63,10 +63,22 @@ def _no_float(text: str) -> NoReturn:
 
 
 def read_capped(path: Path, limit: int, error: ErrorFactory) -> bytes:
-    """Read a regular file of at most ``limit`` bytes."""
+    """Read a regular file of at most ``limit`` bytes.
+
+    The size is checked with ``stat`` before a byte is read, so a huge file costs
+    neither the time nor the memory of reading it; a file that grows past ``limit``
+    between the ``stat`` and the read is refused too (at most ``limit + 1`` bytes read).
+    """
     try:
         if not path.is_file():
             raise error("it is missing or not a regular file", None)
+        size = path.stat().st_size
+        if size > limit:
+            raise error(
+                f"it is {size} bytes, over the cap of {limit} bytes (not read); collect it "
+                "again, or raise the cap if it truly is that large",
+                None,
+            )
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:

@@ -10,7 +10,6 @@ applying answers until Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import threading
 from collections.abc import Iterator
@@ -19,11 +18,19 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from blackboard import BlackboardError, Model, ModelMismatchError
+from blackboard import Model, ModelMismatchError
 from pybb.attestation import FleetReport
 from pybb.cli._attest_report import report_data, write_outputs
-from pybb.cli._attest_shared import board_mismatch, fleet_of, print_report, workers_busy
-from pybb.errors import PybbError
+from pybb.cli._attest_shared import (
+    board_mismatch,
+    controller_lease,
+    exit_status,
+    fleet_of,
+    print_report,
+    workers_busy,
+    write_report,
+)
+from pybb.cli._errors import CommandError
 from pybb.supervision.attestation import SupervisedAttestation
 
 __all__ = ["run_attest_inbox"]
@@ -33,41 +40,31 @@ _HOST = "127.0.0.1"
 
 
 def run_attest_inbox(args: argparse.Namespace) -> int:
-    """Run ``pybb attest --inbox``; return its exit status."""
-    console = Console(highlight=False)
+    """Run ``pybb attest --inbox``; return its exit status (failures: ``pybb.cli.main``)."""
+    console = Console(highlight=False, stderr=str(args.report) == "-")
     errors = Console(stderr=True, highlight=False)
     try:
         import uvicorn  # noqa: F401 - checked here so a missing extra fails early
 
         from pybb.inbox import create_app  # noqa: F401
     except ImportError as exc:
-        errors.print(f"pybb attest --inbox: {exc}; pip install 'mrpybb[inbox]'", markup=False)
-        return 2
+        raise CommandError(f"{exc}; pip install 'mrpybb[inbox]'") from None
     if not isinstance(args.store, str) or not args.store.startswith(("sqlite:", "postgresql")):
-        errors.print(
-            "pybb attest --inbox: --store must be a SQLite or PostgreSQL URL", markup=False
-        )
-        return 2
+        raise CommandError("--inbox needs --store to be a SQLite or PostgreSQL URL")
+    fleet = fleet_of(args)
+    board_id = args.board_id or f"attest-{fleet.name}"
     try:
-        fleet = fleet_of(args)
-        board_id = args.board_id or f"attest-{fleet.name}"
         session = SupervisedAttestation(
             fleet, store=args.store, board_id=board_id, chunk_size=args.chunk
         )
     except ModelMismatchError:
-        problem = board_mismatch(args.store, board_id, inbox=True)
-        errors.print(f"pybb attest --inbox: {problem}", markup=False, soft_wrap=True)
-        return 2
-    except (PybbError, BlackboardError, ValueError, OSError) as exc:
-        errors.print(f"pybb attest: {exc}", markup=False)
-        return 2
-    busy = workers_busy(session.attestation)
-    if busy is not None:
-        session.close()
-        errors.print(f"pybb attest --inbox: {busy}", markup=False, soft_wrap=True)
-        return 2
+        raise CommandError(board_mismatch(args.store, board_id, inbox=True)) from None
     with session:
-        return _serve(args, session, console, errors)
+        busy = workers_busy(session.attestation)
+        if busy is not None:
+            raise CommandError(busy)
+        with controller_lease(session.attestation.blackboard.model, "pybb attest --inbox"):
+            return _serve(args, session, console, errors)
 
 
 def _serve(
@@ -86,45 +83,54 @@ def _serve(
             report = _attest(session, errors, args.no_progress)
             print_report(console, report, args.examples)
             _write(args, session, report)
-            console.print(
-                f"{len(session.run.open_asks())} ask(s) open; answer them at {url} "
-                "(answers are applied as they come); Ctrl-C to stop"
-            )
-            _until_interrupted(session)
+            with _stop_on_signals() as stop:  # before the line that invites Ctrl-C
+                console.print(
+                    f"{len(session.run.open_asks())} ask(s) open; answer them at {url} "
+                    "(answers are applied as they come); Ctrl-C to stop"
+                )
+                session.run.serve(stop)
     finally:
         model.close()
     applied = session.run.applied()
-    _write(args, session, session.report())
-    console.print(f"stopped; {len(applied)} answer(s) applied; report written to {args.report}")
-    return 0
+    report = session.report()
+    where = _write(args, session, report)
+    console.print(f"stopped; {len(applied)} answer(s) applied; report written to {where}")
+    asked = sum(1 for r in session.run.records() if r.kind == "decision" and r.ask_id)
+    return exit_status(report, args.fail_on, asked=asked, truth=False)
 
 
 def _attest(session: SupervisedAttestation, errors: Console, quiet: bool) -> FleetReport:
-    if quiet or not errors.is_terminal:
+    if quiet:
         return session.attest()
+    if not errors.is_terminal:  # no bar to draw: a log line per chunk instead
+        from pybb.cli.attest import log_progress
+
+        return session.attest(log_progress)
     columns = (TextColumn("attesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=errors) as progress:
         task = progress.add_task("attest", total=len(session.attestation.fleet.devices))
         return session.attest(lambda done, total: progress.update(task, completed=done))
 
 
-def _until_interrupted(session: SupervisedAttestation) -> None:
-    """Apply answers as they arrive until SIGINT or SIGTERM (handled between polls)."""
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event SIGINT and SIGTERM set (answers are applied between polls) while in the block."""
     stop = threading.Event()
     previous = {
         sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
     }
     try:
-        session.run.serve(stop)
+        yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _write(args: argparse.Namespace, session: SupervisedAttestation, report: FleetReport) -> None:
+def _write(args: argparse.Namespace, session: SupervisedAttestation, report: FleetReport) -> str:
     data = report_data(args.store, session.board_id, report, session.attestation.blackboard)
-    args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    where = write_report(args.report, data)
     write_outputs(data, html_path=args.html, csv_path=args.csv, jsonl_path=args.jsonl)
+    return where
 
 
 @contextmanager

@@ -7,13 +7,23 @@ The plain run (``pybb.cli.attest``), ``--submit`` (``_attest_submit``) and ``--i
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
 from collections import Counter
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from blackboard import BlackboardError, attach
+from blackboard import BlackboardError, Model, attach
 from pybb.attestation import (
     FLEET,
     Attestation,
@@ -24,22 +34,37 @@ from pybb.attestation import (
     generate_fleet,
     load_fleet,
 )
+from pybb.cli._errors import EXIT_FAILED, EXIT_OK, CommandError
 
 __all__ = [
+    "CONTROLLER_KEY",
+    "CONTROLLER_LEASE",
     "DEFAULT_REPORT",
     "DEFAULT_STORE",
+    "FAIL_ON",
     "board_mismatch",
+    "controller_lease",
+    "exit_status",
     "fleet_of",
     "print_report",
     "registry_options",
     "store_problem",
     "workers_busy",
+    "write_report",
 ]
 
 DEFAULT_STORE = "sqlite:///pybb-attest.db"
 """Where ``pybb attest`` keeps its boards unless told otherwise (the current directory)."""
 DEFAULT_REPORT = "pybb-report.json"
 """Where ``pybb attest`` writes its JSON report unless told otherwise."""
+
+
+FAIL_ON = ("never", "escalated", "asked")
+"""``--fail-on``'s choices; the first is the default (exit 0 whatever the outcomes)."""
+CONTROLLER_KEY = "@controller"
+"""The claim key a ``pybb attest`` holds on its board while it attests it (ADR 0016)."""
+CONTROLLER_LEASE = timedelta(seconds=30)
+"""How long a ``pybb attest`` that died (SIGKILL, a lost machine) keeps others off."""
 
 
 def fleet_of(args: argparse.Namespace) -> Fleet:
@@ -50,7 +75,155 @@ def fleet_of(args: argparse.Namespace) -> Fleet:
         if args.demo < 1:
             raise FleetError(f"--demo needs a positive number of devices, got {args.demo}")
         return generate_fleet(args.demo, seed=args.seed)
-    return load_fleet(args.folder)
+    caps = {
+        name: getattr(args, name)
+        for name in ("max_log_size", "max_evidence_size")
+        if getattr(args, name, None) is not None
+    }
+    return load_fleet(args.folder, **caps)
+
+
+def write_report(target: Path | str, data: object) -> str:
+    """Write the JSON report ``data`` to ``target`` atomically; return where it went.
+
+    ``-`` is standard output. A file is written to a temporary file in the same folder,
+    flushed to disk (``fsync``) and renamed over ``target``, so a reader, a full disk
+    or a crash never sees half a report, and an older good report stays whole until the
+    new one replaces it. The one place the ``--report`` JSON is written.
+
+    Raises:
+        CommandError: The report cannot be written (the message says why and what to do).
+    """
+    text = json.dumps(data, indent=1) + "\n"
+    if str(target) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return "standard output"
+    path = Path(target)
+    folder = path.parent if str(path.parent) else Path(".")
+    temporary: str | None = None
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+        temporary = None
+        with suppress(OSError):  # the rename itself durable, where the platform allows
+            directory = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+    except OSError as exc:
+        from pybb.cli._errors import describe
+
+        raise CommandError(
+            f"cannot write the report {path}: {describe(exc)}; the board is intact, and an "
+            "older report there was left as it was"
+        ) from exc
+    finally:
+        if temporary is not None:
+            with suppress(OSError):
+                os.unlink(temporary)
+    return str(path)
+
+
+def exit_status(report: FleetReport, fail_on: str, *, asked: int = 0, truth: bool = True) -> int:
+    """The exit status ``--fail-on`` asks for (``truth``: ground truth missed is 1 too).
+
+    ``--inbox`` passes ``truth=False``: a person's answer moves a device off the outcome
+    its ground truth predicted, which is the point, not a failure.
+    """
+    if truth and report.accuracy is not None and report.accuracy != 1.0:
+        return EXIT_FAILED
+    escalated = any(r.outcome is DeviceOutcome.ESCALATED for r in report.devices)
+    if fail_on == "escalated" and escalated:
+        return EXIT_FAILED
+    if fail_on == "asked" and asked:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _holder() -> str:
+    return f"pybb attest on {socket.gethostname()} pid {os.getpid()}"
+
+
+def _dead_here(holder: str) -> bool:
+    """Whether ``holder`` names a ``pybb attest`` of this machine that is no longer running."""
+    prefix = f"pybb attest on {socket.gethostname()} pid "
+    if not holder.startswith(prefix):
+        return False
+    try:
+        pid = int(holder[len(prefix) :])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+@contextmanager
+def controller_lease(model: Model, command: str = "pybb attest") -> Iterator[str]:
+    """Hold the board's controller lease while the block runs (ADR 0016); yield the holder.
+
+    A claim on :data:`CONTROLLER_KEY`, renewed by a heartbeat thread every third of
+    :data:`CONTROLLER_LEASE`, released at the end. A second ``pybb attest`` on the board
+    is refused while the lease is live; one left by a process of this machine that is
+    gone (SIGKILL) is taken over at once, one of another machine once it lapses.
+
+    Raises:
+        CommandError: Another controller holds the board: who, until when, what to do.
+    """
+    control = model.control
+    holder = _holder()
+    taken = control.claim(holder, [CONTROLLER_KEY], lease=CONTROLLER_LEASE)
+    if not taken:
+        held = [c for c in model.reader.claims() if c.key == CONTROLLER_KEY]
+        if held and _dead_here(held[0].holder):
+            control.release(held[0].holder, [CONTROLLER_KEY])
+            taken = control.claim(holder, [CONTROLLER_KEY], lease=CONTROLLER_LEASE)
+        if not taken:
+            raise CommandError(_held_message(model, command, held[0] if held else None))
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(CONTROLLER_LEASE.total_seconds() / 3):
+            with suppress(BlackboardError):  # a lapse shows at the next claim, not here
+                control.renew(holder, [CONTROLLER_KEY], lease=CONTROLLER_LEASE)
+
+    thread = threading.Thread(target=beat, name="pybb-attest-lease", daemon=True)
+    thread.start()
+    try:
+        yield holder
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        with suppress(BlackboardError):
+            control.release(holder, [CONTROLLER_KEY])
+
+
+def _held_message(model: Model, command: str, claim: Any) -> str:
+    who = claim.holder if claim is not None else "another process"
+    until = (
+        f"; its lease lapses at {claim.expires:%H:%M:%S} UTC unless it is renewed"
+        if claim is not None
+        else ""
+    )
+    return (
+        f"board {model.board_id!r} is being attested by {who}{until}. Two controllers on "
+        f"one board would duplicate each other's work: wait for it to end (or stop it with "
+        f"Ctrl-C), then run {command} again; if it was killed, run again after its lease "
+        "lapses (at once on the same machine). To share a board, use pybb attest --submit "
+        "and pybb worker"
+    )
 
 
 def store_problem(store: object) -> str | None:
@@ -106,14 +279,22 @@ def workers_busy(attestation: Attestation) -> str | None:
     lapsed claims (a killed worker's) do not count, their devices are done here instead.
     """
     now = datetime.now(UTC)
-    live = [c for c in attestation.blackboard.model.reader.claims() if c.expires > now]
+    live = [
+        c
+        for c in attestation.blackboard.model.reader.claims()
+        if c.expires > now and c.key != CONTROLLER_KEY
+    ]
     if not live:
         return None
     holders = sorted({claim.holder for claim in live})
+    last = max(claim.expires for claim in live)
+    wait = max(int((last - now).total_seconds()) + 1, 1)
     return (
         f"{len(holders)} worker(s) (e.g. {holders[0]}) are still attesting board "
-        f"{attestation.board_id!r}, {len(live)} device(s) claimed; run this again once every "
-        "pybb worker has ended (each prints one line when it does)"
+        f"{attestation.board_id!r}, {len(live)} device(s) claimed, the last lease lapsing at "
+        f"{last:%H:%M:%S} UTC (in {wait} s) unless renewed; run this again once every "
+        "pybb worker has ended (each prints one line when it does), or, if a worker was "
+        "killed, after its lease lapses (the devices it held are then attested here)"
     )
 
 

@@ -16,7 +16,6 @@ their names (``pybb.cli.attest``). The registry (AKs, nonces, clocks, classes) i
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -37,7 +36,7 @@ from pybb.attestation import (
     load_attestation_key,
     load_evidence_dir,
 )
-from pybb.cli._attest_shared import print_report, registry_options
+from pybb.cli._attest_shared import print_report, registry_options, write_report
 from pybb.errors import PybbError
 
 __all__ = ["SUBCOMMANDS", "add"]
@@ -102,7 +101,10 @@ def add(commands: Any) -> None:
     )
     verify.add_argument("evidence_dir", type=Path)
     verify.add_argument(
-        "--report", type=Path, default=Path("pybb-report.json"), help="the JSON report"
+        "--report",
+        default="pybb-report.json",
+        metavar="FILE",
+        help="the JSON report, written atomically ('-': standard output)",
     )
     verify.add_argument("--board-id", help="the attestation board (default verify-<content>)")
     verify.add_argument(
@@ -171,7 +173,7 @@ def run_challenge(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``pybb attest verify``."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, stderr=str(args.report) == "-")
     if args.max_log_size < 1:
         return _fail("verify", f"--max-log-size must be positive, got {args.max_log_size}")
     try:
@@ -188,13 +190,10 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail("verify", exc)
     print_report(console, report, args.examples)
     data = {"store": args.store, "board_id": board_id, **report.to_json()}
-    try:
-        args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    except OSError as exc:
-        return _fail("verify", f"cannot write the report {args.report}: {exc}")
+    where = write_report(args.report, data)
     escalated = sum(1 for r in report.devices if r.outcome is DeviceOutcome.ESCALATED)
     console.print(
         f"{len(report.devices)} devices verified, {escalated} escalated; board {board_id!r}; "
-        f"report written to {args.report}"
+        f"report written to {where}"
     )
     return 1 if escalated else 0

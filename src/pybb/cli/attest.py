@@ -12,7 +12,7 @@ The command's code is this module and its private helpers beside it:
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,21 +29,40 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from blackboard import BlackboardError, ModelMismatchError
-from pybb.attestation import Attestation, FleetReport, save_fleet
+from blackboard import ModelMismatchError
+from pybb.attestation import (
+    EVENT_LOG_CAP,
+    MAX_EVIDENCE_FILE_SIZE,
+    Attestation,
+    FleetReport,
+    save_fleet,
+)
 from pybb.cli import _attest_policy, _attest_quarantine, _attest_verify
+from pybb.cli._args import board_id, check_reachable, check_store, count, port, positive
 from pybb.cli._attest_report import report_data, write_outputs
 from pybb.cli._attest_shared import (
     DEFAULT_REPORT,
     DEFAULT_STORE,
+    FAIL_ON,
     board_mismatch,
+    controller_lease,
+    exit_status,
     fleet_of,
     print_report,
     workers_busy,
+    write_report,
 )
-from pybb.errors import PybbError
+from pybb.cli._errors import CommandError
 
-__all__ = ["register", "run_attest"]
+__all__ = ["log_progress", "register", "run_attest"]
+
+_log = logging.getLogger("pybb.cli.attest")
+
+
+def log_progress(done: int, total: int) -> None:
+    """Log how far the run is (INFO on ``pybb.cli.attest``), where no bar can be drawn."""
+    _log.info("attested %d of %d devices", done, total)
+
 
 _DESCRIPTION = """\
 Attest a fleet of devices on the outcome-routed decision tree: the cheap check compares
@@ -56,8 +75,11 @@ the denylist). What neither tier can pass is escalated with the tier's report.
 Give a fleet FOLDER (classes/*.json, devices/*.json, logs/, optional truth.json) or
 --demo N to generate N devices with known ground truth from the bundled real logs.
 The board lives in SQLite (default: pybb-attest.db here); run the same command again
-to resume an interrupted run. Exit status: 0 done, 1 a device with ground truth landed
-elsewhere than expected, 2 the fleet or the store cannot be used.
+to resume an interrupted run (Ctrl-C is safe). One pybb attest per board at a time: a
+second one is refused while the first holds the board's lease (workers share a board
+through --submit and pybb worker). Exit status: 0 done, 1 a device with ground truth
+landed elsewhere than expected, or what --fail-on names happened, 2 the command line,
+the fleet or the store cannot be used, 130 interrupted (the same command resumes).
 
 To share the work among `pybb worker` processes, --submit writes the devices to the
 board and attests nothing (with --inbox, the board also holds the human loop); once
@@ -76,18 +98,28 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("folder", nargs="?", type=Path, help="a fleet folder")
     parser.add_argument(
-        "--demo", type=int, metavar="N", help="generate N devices from the bundled real logs"
+        "--demo", type=positive, metavar="N", help="generate N devices from the bundled real logs"
     )
     parser.add_argument("--seed", type=int, default=0, help="the demo fleet's seed (default 0)")
     parser.add_argument(
         "--store", default=DEFAULT_STORE, help=f"the board's store (default {DEFAULT_STORE})"
     )
-    parser.add_argument("--board-id", help="the board in the store (default attest-<fleet>)")
+    parser.add_argument(
+        "--board-id", type=board_id, help="the board in the store (default attest-<fleet>)"
+    )
     parser.add_argument(
         "--report",
-        type=Path,
-        default=Path(DEFAULT_REPORT),
-        help=f"where to write the JSON report (default {DEFAULT_REPORT})",
+        default=DEFAULT_REPORT,
+        metavar="FILE",
+        help=f"where to write the JSON report, written atomically; '-': standard output, the "
+        f"summary then goes to standard error (default {DEFAULT_REPORT})",
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default=FAIL_ON[0],
+        help="exit 1 when a device was escalated (escalated) or a person was asked (asked, "
+        "with --inbox); never: exit 0 whatever the outcomes (default never)",
     )
     parser.add_argument(
         "--html", type=Path, metavar="FILE", help="also write the report as one self-contained page"
@@ -102,12 +134,31 @@ def register(subparsers: Any) -> None:
         "--save-fleet", type=Path, metavar="DIR", help="also write the fleet to DIR"
     )
     parser.add_argument(
-        "--examples", type=int, default=1, help="reports printed per escalation reason (default 1)"
+        "--examples",
+        type=count,
+        default=1,
+        help="reports printed per escalation reason (default 1)",
     )
     parser.add_argument(
         "--chunk",
-        type=int,
+        type=positive,
         help="devices per controller run (default 5 %% of the fleet, 25 to 250)",
+    )
+    parser.add_argument(
+        "--max-evidence-size",
+        type=positive,
+        default=MAX_EVIDENCE_FILE_SIZE,
+        metavar="BYTES",
+        help="a fleet folder's largest devices/*.json read; a larger one is escalated "
+        "bad_evidence unread",
+    )
+    parser.add_argument(
+        "--max-log-size",
+        type=positive,
+        default=EVENT_LOG_CAP,
+        metavar="BYTES",
+        help="a fleet folder's largest event log read; a larger one is escalated "
+        "bad_evidence unread",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
@@ -124,7 +175,7 @@ def register(subparsers: Any) -> None:
         "--submit, only declare the human loop for the workers",
     )
     parser.add_argument(
-        "--inbox-port", type=int, default=8765, help="the inbox's port (default 8765; 0: any)"
+        "--inbox-port", type=port, default=8765, help="the inbox's port (default 8765; 0: any)"
     )
     parser.add_argument(
         "--inbox-human",
@@ -180,7 +231,12 @@ def _subcommands(parser: argparse.ArgumentParser) -> None:
 
 
 def run_attest(args: argparse.Namespace) -> int:
-    """Run ``pybb attest``; return its exit status."""
+    """Run ``pybb attest``; return its exit status.
+
+    Failures are not caught here: ``pybb.cli.main`` turns them into one line and exit 2.
+    """
+    check_store(args.store)
+    check_reachable(args.store)
     # Imported when asked for: the plain run loads neither the inbox nor buddhi.
     if getattr(args, "submit", False):
         from pybb.cli._attest_submit import run_submit
@@ -190,55 +246,47 @@ def run_attest(args: argparse.Namespace) -> int:
         from pybb.cli._attest_inbox import run_attest_inbox
 
         return run_attest_inbox(args)
-    console = Console(highlight=False)
+    # With --report - the JSON owns standard output; everything for people goes to stderr.
+    console = Console(highlight=False, stderr=str(args.report) == "-")
     errors = Console(stderr=True, highlight=False)
+    fleet = fleet_of(args)
+    if args.save_fleet is not None:
+        save_fleet(fleet, args.save_fleet)
+        console.print(f"fleet written to {args.save_fleet}")
+    board_id = args.board_id or f"attest-{fleet.name}"
     try:
-        fleet = fleet_of(args)
-        if args.save_fleet is not None:
-            save_fleet(fleet, args.save_fleet)
-            console.print(f"fleet written to {args.save_fleet}")
-        board_id = args.board_id or f"attest-{fleet.name}"
         attestation = Attestation(fleet, store=args.store, board_id=board_id, chunk_size=args.chunk)
     except ModelMismatchError:
-        problem = board_mismatch(args.store, board_id)
-        errors.print(f"pybb attest: {problem}", markup=False, soft_wrap=True)
-        return 2
-    except (PybbError, BlackboardError, ValueError, OSError) as exc:
-        errors.print(f"pybb attest: {exc}", markup=False)
-        return 2
-    busy = workers_busy(attestation)
-    if busy is not None:
-        attestation.close()
-        errors.print(f"pybb attest: {busy}", markup=False, soft_wrap=True)
-        return 2
+        raise CommandError(board_mismatch(args.store, board_id)) from None
     with attestation:
-        console.print(
-            f"attesting fleet [bold]{fleet.name}[/]: {len(fleet.devices)} devices, "
-            f"{len(fleet.classes)} classes; board {attestation.board_id!r} in {args.store}"
-        )
-        started = time.perf_counter()
-        report = _run(attestation, errors, args.no_progress)
-        seconds = time.perf_counter() - started
+        busy = workers_busy(attestation)
+        if busy is not None:
+            raise CommandError(busy)
+        with controller_lease(attestation.blackboard.model):
+            console.print(
+                f"attesting fleet [bold]{fleet.name}[/]: {len(fleet.devices)} devices, "
+                f"{len(fleet.classes)} classes; board {attestation.board_id!r} in {args.store}"
+            )
+            started = time.perf_counter()
+            report = _run(attestation, errors, args.no_progress)
+            seconds = time.perf_counter() - started
     print_report(console, report, args.examples)
     data = report_data(args.store, attestation.board_id, report)
-    try:
-        args.report.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        write_outputs(data, html_path=args.html, csv_path=args.csv, jsonl_path=args.jsonl)
-    except OSError as exc:
-        errors.print(f"pybb attest: cannot write the report {args.report}: {exc}", markup=False)
-        return 2
+    where = write_report(args.report, data)
+    write_outputs(data, html_path=args.html, csv_path=args.csv, jsonl_path=args.jsonl)
     rate = len(fleet.devices) / seconds if seconds > 0 else 0.0
     console.print(
         f"{len(fleet.devices)} devices in {seconds:.1f} s ({rate:,.0f}/s); "
-        f"report written to {args.report}; run the same command again to resume or re-read."
+        f"report written to {where}; run the same command again to resume or re-read."
     )
-    accuracy = report.accuracy
-    return 0 if accuracy is None or accuracy == 1.0 else 1
+    return exit_status(report, args.fail_on)
 
 
 def _run(attestation: Attestation, errors: Console, quiet: bool) -> FleetReport:
-    if quiet or not errors.is_terminal:
+    if quiet:
         return attestation.run()
+    if not errors.is_terminal:  # no bar to draw: a log line per chunk instead
+        return attestation.run(log_progress)
     columns = (
         TextColumn("attesting"),
         BarColumn(),

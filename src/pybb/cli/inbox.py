@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
 
+from pybb.cli._args import board_id, check_reachable, check_store, hours, port
 from pybb.inbox import (
     LOOPBACK_HOSTS,
     InboxError,
@@ -42,9 +43,9 @@ def register(
         ),
     )
     parser.add_argument("--store", required=True, help="the run's store, e.g. sqlite:///run.db")
-    parser.add_argument("--board-id", default=None, help="the run's board id")
+    parser.add_argument("--board-id", default=None, type=board_id, help="the run's board id")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8765, help="port (0: any free port)")
+    parser.add_argument("--port", type=port, default=8765, help="port (0: any free port)")
     parser.add_argument(
         "--human",
         action="append",
@@ -54,7 +55,11 @@ def register(
     )
     parser.add_argument("--token-file", type=Path, default=None, help="keep token digests here")
     parser.add_argument(
-        "--token-ttl", type=float, default=None, metavar="HOURS", help="issued tokens expire"
+        "--token-ttl",
+        type=hours,
+        default=None,
+        metavar="HOURS",
+        help="issued tokens expire after this many hours (finite, above 0; default: never)",
     )
     parser.add_argument(
         "--allow-host",
@@ -77,6 +82,8 @@ def run_inbox(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     except ImportError as exc:
         print(f"pybb inbox: {exc}; pip install 'mrpybb[inbox]'", file=sys.stderr)
         return 2
+    check_store(args.store)
+    check_reachable(args.store)
     try:
         model = attach_run(args.store, args.board_id)
     except InboxError as exc:
@@ -91,8 +98,8 @@ def run_inbox(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         return 2
     settings = InboxSettings(allowed_hosts=(*LOOPBACK_HOSTS, args.host, *args.allow_host))
     app = create_app(model, tokens, settings=settings)
-    print(f"pybb inbox for run {model.board_id!r}: {server.url}", file=out, flush=True)
-    try:
+    try:  # Ctrl-C is how an inbox stops, also before the server has installed its handler
+        print(f"pybb inbox for run {model.board_id!r}: {server.url}", file=out, flush=True)
         server.run(app)
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled; we are done
         print("pybb inbox: stopped", file=out)

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import signal
-import sys
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from blackboard import BlackboardError
-from blackboard.stores import open_store
+from blackboard.stores import Store, open_store
 from pybb import Worker, WorkerApp, WorkerSettings
 from pybb._engine.worker import run_worker
+from pybb.cli._args import board_id, check_reachable, check_store, positive, seconds
+from pybb.cli._errors import CommandError
 from pybb.errors import PybbError
 
 __all__ = ["APPS", "load_app", "register", "run_command"]
@@ -56,8 +58,15 @@ def register(subparsers: Any) -> None:
         description=_DESCRIPTION % ", ".join(sorted(APPS)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--store", required=True, help="the run's store: postgresql://... URL")
-    parser.add_argument("--run", "--board-id", dest="run", required=True, help="the run's board")
+    parser.add_argument(
+        "--store",
+        required=True,
+        help="the run's store: a postgresql://... URL, or sqlite:///FILE for workers on one "
+        "machine (the file must exist: workers join a run, they never create one)",
+    )
+    parser.add_argument(
+        "--run", "--board-id", dest="run", required=True, type=board_id, help="the run's board"
+    )
     parser.add_argument("--app", required=True, help="the application: a name or module:function")
     parser.add_argument(
         "--app-option",
@@ -68,9 +77,18 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--name", help="this worker's name (default: host:pid:random)")
     parser.add_argument(
-        "--lease", type=float, default=30.0, help="seconds a claim lasts unrenewed (default 30)"
+        "--lease", type=seconds, default=30.0, help="seconds a claim lasts unrenewed (default 30)"
     )
-    parser.add_argument("--batch", type=int, default=64, help="entries held at once (default 64)")
+    parser.add_argument(
+        "--batch", type=positive, default=64, help="entries held at once (default 64)"
+    )
+    parser.add_argument(
+        "--progress",
+        type=seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="log a progress line (entries settled, claims held, lease renewals) this often",
+    )
     parser.add_argument(
         "--follow", action="store_true", help="when settled, wait for new entries until closed"
     )
@@ -79,26 +97,32 @@ def register(subparsers: Any) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run one worker until its run is settled, closed, or the process is told to stop."""
-    try:
-        options = _options(args.app_option)
-        app = load_app(args.app)
-        settings = WorkerSettings(
-            lease=timedelta(seconds=args.lease), batch=args.batch, follow=args.follow
-        )
-        store = open_store(args.store)
-    except (PybbError, BlackboardError) as exc:
-        print(f"pybb worker: {exc}", file=sys.stderr)
-        return 2
+    """Run one worker until its run is settled, closed, or the process is told to stop.
+
+    Failures are not caught here: ``pybb.cli.main`` turns them into one line and exit 2.
+    """
+    options = _options(args.app_option)
+    app = load_app(args.app)
+    check_store(args.store, shared=True)
+    settings = WorkerSettings(
+        lease=timedelta(seconds=args.lease),
+        batch=args.batch,
+        follow=args.follow,
+        progress=timedelta(seconds=args.progress),
+    )
+    check_reachable(args.store)
+    store = open_store(args.store)
     handlers = {signum: signal.getsignal(signum) for signum in _STOPPING}
     try:
+        if not _has_board(store, args.run):
+            raise CommandError(
+                f"there is no run {args.run!r} in {args.store}; give the --run that "
+                "pybb attest --submit (or whoever submitted the run) printed"
+            )
         summary = run_worker(
             app, store, args.run, options=options, name=args.name, settings=settings,
             started=_stop_on_signals,
         )  # fmt: skip
-    except (PybbError, BlackboardError) as exc:
-        print(f"pybb worker: {exc}", file=sys.stderr)
-        return 2
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -109,6 +133,8 @@ def run_command(args: argparse.Namespace) -> int:
             f"{summary.attempts} attempts, {summary.claimed} claims, {summary.settled} entries "
             f"settled, {summary.lost} claims lost"
         )
+    if summary.reason == "stopped" and signal.SIGINT in _INTERRUPTED:
+        raise KeyboardInterrupt  # Ctrl-C: exit 130, "the same command resumes"
     return 0
 
 
@@ -135,8 +161,32 @@ def load_app(spec: str) -> WorkerApp:
             f"application {spec!r}: {module_name} has no function {attribute!r}; an application "
             "is a function app(context) -> Controller"
         )
+    if not _takes_one_argument(app):
+        raise PybbError(
+            f"application {spec!r} is not an application: {module_name}.{attribute} is not a "
+            "function taking one argument; an application is a function "
+            "app(context) -> Controller, e.g. --app w1 or --app mypackage.apps:build"
+        )
     built: WorkerApp = app
     return built
+
+
+def _takes_one_argument(function: Any) -> bool:
+    try:
+        inspect.signature(function).bind(None)
+    except TypeError:
+        return False
+    except ValueError:  # a builtin without a signature: let the call decide
+        return True
+    return True
+
+
+def _has_board(store: Store, board: str) -> bool:
+    """Whether the store holds the board (a worker never creates one)."""
+    try:
+        return store.declaration(board) is not None
+    except BlackboardError:
+        return False
 
 
 def _options(pairs: list[str]) -> dict[str, str]:
@@ -149,10 +199,14 @@ def _options(pairs: list[str]) -> dict[str, str]:
     return options
 
 
+_INTERRUPTED: list[int] = []  # the signals that stopped the worker of this process
+
+
 def _stop_on_signals(worker: Worker) -> None:
     """SIGTERM and SIGINT end the worker after its cycle, releasing its claims."""
 
     def stop(signum: int, frame: object) -> None:
+        _INTERRUPTED.append(signum)
         worker.stop()
 
     for signum in _STOPPING:
