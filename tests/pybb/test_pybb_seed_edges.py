@@ -365,3 +365,24 @@ def test_a_route_after_dispatch_is_reported_and_the_same_route_again_is_not(
     assert [r for r in caplog.records if "after it was dispatched" in r.getMessage()]
     assert ctl.run().routes_after_dispatch == ("e",)
     assert board.get_entry("e").good_standing and board.get_entry("e").ks_history == {"dec": 3}
+
+
+def test_route_all_routes_entries_written_later_and_reports_nothing_unused(
+    open_board: OpenBoard, caplog: pytest.LogCaptureFixture
+) -> None:
+    board = open_board()
+    ctl = controller(board)
+    ctl.route_all([Dec("dec", 5)])
+    with caplog.at_level(logging.WARNING, logger="pybb"):
+        for chunk in (["a", "b"], ["c"]):  # an application writing its entries as they come
+            board.write_entries({key: scalar(5) for key in chunk})
+            summary = ctl.run()
+            assert summary.routes_without_entry == ()
+    assert not [r for r in caplog.records if "no entry" in r.getMessage()]
+    assert ctl.route_of("c") == ctl.route_of("a") and ctl.route_of("zz") is not None
+    assert {key: e.measurement for key, e in board.get_all_entries().items()} == dict.fromkeys(
+        "abc", 2
+    )
+    board.write_entry("p", scalar(5))
+    with pytest.raises(RouteError, match="'p'"):  # a scoped source cannot route a scalar
+        ctl.route_all([SetComponent("fix_x", 1, component="x", value=0)])

@@ -19,20 +19,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from blackboard import Record
-from pybb._engine.blackboard import CONTROLLER, Blackboard
+from pybb._engine.blackboard import Blackboard
 from pybb._engine.entries import check_key
 from pybb._engine.observers import Observers
-from pybb._engine.projection import (
-    CYCLE,
-)
 from pybb._engine.routes import DispatchedView, Route, RouteTable
 from pybb._engine.runner import AttemptRunner
 from pybb._engine.seams import Clock, ControllerObserver, SystemClock
 from pybb._engine.source import KnowledgeSource
 from pybb._engine.steps import CycleSteps
 from pybb._engine.types import (
-    CycleReport,
     HaltReason,
     Resolution,
     RunSummary,
@@ -198,6 +193,27 @@ class Controller(CycleSteps):
         self._routes.route_predicate(predicate, built)
         return built
 
+    def route_all(
+        self,
+        chain: Sequence[KnowledgeSource] | None = None,
+        *,
+        on_pass: Sequence[KnowledgeSource] | None = None,
+        on_fail: Sequence[KnowledgeSource] | None = None,
+    ) -> Route:
+        """Route every entry that has no route of its own and none of its predicate.
+
+        For an application whose entries all take one decision tree, written as they
+        come (a fleet, chunk by chunk): no route per key to declare ahead of its entry.
+        """
+        built = self._routes.build("every entry", chain, on_pass, on_fail)
+        self._routes.route_all(built)
+        return built
+
+    def route_of(self, key: str) -> Route | None:
+        """The route entry ``key`` takes: its own, else its predicate's, else ``route_all``'s."""
+        entry = self._journal.view.entries.get(key)
+        return self._routes.of(key, None if entry is None else entry.predicate)
+
     # -- running -------------------------------------------------------------------------
 
     def run(self) -> RunSummary:
@@ -273,45 +289,9 @@ class Controller(CycleSteps):
             return None
         return (min(waits) - self.clock.now()).total_seconds()
 
-    def take_in(self) -> list[Record]:
-        """Fold what other processes wrote since the board was read, telling observers."""
-        records = self._journal.catch_up()
-        self._observers.resolutions(self.blackboard, records)
-        return records
-
     def redeliver(self, key: str) -> None:
         """Tell observers again of the escalation of ``key`` (marked ``redelivered``)."""
         self._observers.escalation(self.blackboard, key, redelivered=True)
-
-    def _cycle(self) -> bool:
-        journal = self._journal
-        self.take_in()
-        self._predicates.check(journal.view.entries, self._queue(journal.view.dirty))
-        self._escalated = []
-        attempts = self._attempts
-        with journal.batch():
-            self._escalate_written()
-            self._evaluate_all()
-            self._dispatch()
-            self._advance_ready()
-            self._run_sources()
-            if journal.pending and journal.focus is None:
-                journal.emit(CYCLE, CONTROLLER, self.cycle_count + 1, None)
-            records = journal.pending
-        if not records:
-            return False
-        self._cycles += 1
-        report = CycleReport(
-            self.cycle_count if journal.focus is None else self._cycles,
-            journal.view.head,
-            records,
-            self._attempts - attempts,
-            len(self._escalated),
-        )
-        for key in self._escalated:
-            self._observers.escalation(self.blackboard, key, redelivered=False)
-        self._observers.tell("on_cycle", report)
-        return True
 
     def _wait(self) -> bool:
         """Sleep until the earliest retry is due; False if no entry is waiting for one."""

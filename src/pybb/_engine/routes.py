@@ -52,13 +52,14 @@ class RouteTable:
     def __init__(self, view: Callable[[], View], add: Callable[[KnowledgeSource], None]) -> None:
         self.by_key: dict[str, Route] = {}
         self.by_predicate: dict[str, Route] = {}
+        self.default: Route | None = None
         self.late: dict[str, None] = {}
         self._view = view
         self._add = add
 
     def of(self, key: str, predicate: str | None) -> Route | None:
-        """The entry's route: its own, else its predicate's, else none."""
-        return self.by_key.get(key) or self.by_predicate.get(predicate or "")
+        """The entry's route: its own, else its predicate's, else the default, else none."""
+        return self.by_key.get(key) or self.by_predicate.get(predicate or "") or self.default
 
     def route(self, key: str, built: Route) -> None:
         """Declare ``key``'s route, refused if it cannot apply to the entry on the board."""
@@ -75,6 +76,15 @@ class RouteTable:
             if undispatched and entry.predicate == predicate and entry.key not in self.by_key:
                 check_scopes(entry.key, entry.conditions, built)
         self.by_predicate[predicate] = built
+
+    def route_all(self, built: Route) -> None:
+        """Declare the route of every entry with none of its own or of its predicate."""
+        for entry in self._view().entries.values():
+            undispatched = entry.chain_name is None and entry.stage in _UNDISPATCHED
+            routed = entry.key in self.by_key or (entry.predicate or "") in self.by_predicate
+            if undispatched and not routed:
+                check_scopes(entry.key, entry.conditions, built)
+        self.default = built
 
     def build(
         self,

@@ -1,4 +1,4 @@
-"""The seed's steps of one cycle, as the controller runs them (its base class).
+"""One cycle and the seed's steps in it, as the controller runs them (its base class).
 
 ``_evaluate_all``, ``_evaluate_entry``, ``_dispatch``, ``_advance_ready`` and
 ``_advance`` are the seed's names; a subclass of ``Controller`` may override any of
@@ -13,12 +13,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from blackboard import Record
 from blackboard.faults import fault_point
 from pybb._engine.attempt import AttemptContext
 from pybb._engine.blackboard import CONTROLLER, Blackboard
 from pybb._engine.journal import Journal
+from pybb._engine.observers import Observers
 from pybb._engine.projection import (
     ATTEMPTS,
+    CYCLE,
     DISPATCHES,
     ESCALATIONS,
     HANDOFFS,
@@ -31,7 +34,7 @@ from pybb._engine.routes import NO_ROUTE, RouteTable
 from pybb._engine.runner import AttemptRunner
 from pybb._engine.seams import Clock
 from pybb._engine.source import KnowledgeSource
-from pybb._engine.types import Chain, HaltReason, RunSummary, Segment, Stage
+from pybb._engine.types import Chain, CycleReport, HaltReason, RunSummary, Segment, Stage
 from pybb._engine.verdicts import Predicates
 from pybb.errors import UnknownSourceError
 
@@ -53,7 +56,15 @@ class CycleSteps:
     _sources: dict[str, KnowledgeSource]
     _escalated: list[str]
     _attempts: int
+    _cycles: int
+    _observers: Observers
     max_cycles: int
+
+    def take_in(self) -> list[Record]:
+        """Fold what other processes wrote since the board was read, telling observers."""
+        records = self._journal.catch_up()
+        self._observers.resolutions(self.blackboard, records)
+        return records
 
     # -- how a run ends ---------------------------------------------------------------------
 
@@ -93,6 +104,37 @@ class CycleSteps:
         )
 
     # -- one cycle ---------------------------------------------------------------------------
+
+    def _cycle(self) -> bool:
+        """One cycle in one batch; False if it found nothing to do (and wrote nothing)."""
+        journal = self._journal
+        self.take_in()
+        self._predicates.check(journal.view.entries, self._queue(journal.view.dirty))
+        self._escalated = []
+        attempts = self._attempts
+        with journal.batch():
+            self._escalate_written()
+            self._evaluate_all()
+            self._dispatch()
+            self._advance_ready()
+            self._run_sources()
+            if journal.pending and journal.focus is None:
+                journal.emit(CYCLE, CONTROLLER, self._journal.view.cycle + 1, None)
+            records = journal.pending
+        if not records:
+            return False
+        self._cycles += 1
+        report = CycleReport(
+            journal.view.cycle if journal.focus is None else self._cycles,
+            journal.view.head,
+            records,
+            self._attempts - attempts,
+            len(self._escalated),
+        )
+        for key in self._escalated:
+            self._observers.escalation(self.blackboard, key, redelivered=False)
+        self._observers.tell("on_cycle", report)
+        return True
 
     def _queue(self, queue: Mapping[str, None]) -> list[str]:
         """The keys of a work queue this controller may work on: all, or its focus's."""

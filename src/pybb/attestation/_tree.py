@@ -461,10 +461,9 @@ class Attestation:
             self.controller.register_predicate(EVIDENCE_LOADED, evidence_loaded)
             self.attribution = AttributionTier(self._context)
             self.verification = VerificationTier(self._context)
-            for device in fleet.devices:
-                self.controller.route(
-                    device, on_pass=[self.verification], on_fail=[self.attribution]
-                )
+            # One tree for every device, written chunk by chunk: no route per key ahead
+            # of its entry (which the controller would report as a route with no entry).
+            self.controller.route_all(on_pass=[self.verification], on_fail=[self.attribution])
         except BaseException:
             self.blackboard.close()
             raise

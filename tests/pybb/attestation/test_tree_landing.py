@@ -99,7 +99,8 @@ def test_each_device_is_a_component_wise_entry_with_an_outcome_routed_route() ->
             assert entry.conditions == {f"pcr{p}": "quote_matches_reference" for p in policy.pcrs}
             quote = evidence.quote[policy.bank]
             assert entry.measurement["pcr0"]["quote"] == quote[0].hex()
-            route = attestation.controller.routes[name]
+            route = attestation.controller.route_of(name)
+            assert route is not None
             assert route.on_pass == (attestation.verification,)
             assert route.on_fail == (attestation.attribution,)
 
