@@ -17,9 +17,7 @@ import hashlib
 import html
 import io
 import json
-import os
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pybb.attestation import DeviceOutcome, FleetReport
+from pybb.cli._attest_shared import atomic_write
 
 __all__ = [
     "CSV_COLUMNS",
@@ -127,7 +126,7 @@ def write_outputs(
 
 def write_html(data: Mapping[str, Any], path: Path) -> None:
     """Write the self-contained HTML page of the report."""
-    _atomic_write(path, render_html(data))
+    atomic_write(path, render_html(data))
 
 
 def write_csv(data: Mapping[str, Any], path: Path) -> None:
@@ -137,13 +136,13 @@ def write_csv(data: Mapping[str, Any], path: Path) -> None:
     writer.writerow(CSV_COLUMNS)
     for device in data["devices"]:
         writer.writerow([_cell(value) for value in _row(device)])
-    _atomic_write(path, buffer.getvalue())
+    atomic_write(path, buffer.getvalue())
 
 
 def write_jsonl(data: Mapping[str, Any], path: Path) -> None:
     """Write one JSON object per device and line (the JSON report's ``devices[]``)."""
     lines = (json.dumps(device, separators=(",", ":")) for device in data["devices"])
-    _atomic_write(path, "".join(f"{line}\n" for line in lines))
+    atomic_write(path, "".join(f"{line}\n" for line in lines))
 
 
 def _row(device: Mapping[str, Any]) -> list[Any]:
@@ -174,32 +173,6 @@ def _cell(value: Any) -> str:
         return ""
     text = str(value).lower() if isinstance(value, bool) else str(value)
     return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, fsync it, rename it over."""
-    folder = path.parent if str(path.parent) else Path()
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
-    try:
-        os.chmod(temporary, _mode(path))
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _mode(path: Path) -> int:
-    """The mode a plain ``open(path, "w")`` would give (mkstemp's is 0600)."""
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        return 0o666 & ~mask
 
 
 # -- the page -------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_REPORT",
     "DEFAULT_STORE",
     "FAIL_ON",
+    "atomic_write",
     "board_mismatch",
     "controller_lease",
     "exit_status",
@@ -100,22 +101,8 @@ def write_report(target: Path | str, data: object) -> str:
         sys.stdout.flush()
         return "standard output"
     path = Path(target)
-    folder = path.parent if str(path.parent) else Path(".")
-    temporary: str | None = None
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-        temporary = None
-        with suppress(OSError):  # the rename itself durable, where the platform allows
-            directory = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+        atomic_write(path, text)
     except OSError as exc:
         from pybb.cli._errors import describe
 
@@ -123,10 +110,6 @@ def write_report(target: Path | str, data: object) -> str:
             f"cannot write the report {path}: {describe(exc)}; the board is intact, and an "
             "older report there was left as it was"
         ) from exc
-    finally:
-        if temporary is not None:
-            with suppress(OSError):
-                os.unlink(temporary)
     return str(path)
 
 
@@ -359,3 +342,44 @@ def registry_options(parser: argparse.ArgumentParser) -> None:
         help=f"the registry board (AKs, nonces, classes; default {REGISTRY_BOARD})",
     )
     parser.add_argument("--by", default="operator", help="who makes the change (on the record)")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a reader never sees half of it.
+
+    A temporary file beside ``path`` (given the mode a plain ``open(path, "w")`` would,
+    not mkstemp's 0600), flushed to disk, renamed over ``path``, and the rename itself
+    made durable where the platform allows; an older file stays whole until replaced.
+
+    Raises:
+        OSError: It cannot be written (the temporary file is removed).
+    """
+    folder = path.parent if str(path.parent) else Path(".")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        os.chmod(temporary, _plain_mode(path))
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+    with suppress(OSError):
+        directory = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def _plain_mode(path: Path) -> int:
+    """The mode ``open(path, "w")`` would give: the file's own, or 0666 less the umask."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
