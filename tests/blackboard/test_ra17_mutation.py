@@ -48,6 +48,7 @@ TESTS = [
     "tests/blackboard/test_authz.py",
     "tests/blackboard/test_write_path.py",
     "tests/blackboard/test_notifications.py",
+    "tests/blackboard/test_judge.py",
     "tests/blackboard/test_rejection_messages.py",
     "tests/blackboard/test_malformed_inputs.py",
     "tests/blackboard/test_store_faults.py",

@@ -48,6 +48,7 @@ SUITE = [
     "tests/blackboard/test_authz.py",
     "tests/blackboard/test_write_path.py",
     "tests/blackboard/test_notifications.py",
+    "tests/blackboard/test_judge.py",
     "tests/blackboard/test_store_faults.py",
     "tests/blackboard/test_malformed_inputs.py",
     "tests/blackboard/postgres/test_pg_store.py",
