@@ -16,7 +16,7 @@ from typing import Any
 
 from blackboard import BoardReader, Control, Rejected, Written
 from pybb.human._board import AskStatus, ask_state, open_asks
-from pybb.human._deadlines import ask_class, ask_reason
+from pybb.human._deadlines import rule_matches
 from pybb.human._errors import MalformedContentError
 from pybb.human._people import ASSIGNMENTS, TEAM_PREFIX, Person, directory, team_name
 from pybb.human._protocol import Ask, human_name
@@ -61,13 +61,7 @@ class AssignRule:
 
     def matches(self, ask: Ask) -> bool:
         """Whether this rule routes ``ask``."""
-        if self.reason is not None and ask_reason(ask) != self.reason:
-            return False
-        if self.klass is not None and ask_class(ask) != self.klass:
-            return False
-        return (
-            self.scope is None or ask.scope == self.scope or ask.scope.startswith(self.scope + "/")
-        )
+        return rule_matches(ask, self.reason, self.klass, self.scope)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ __all__ = [
     "apply_deadlines",
     "ask_class",
     "ask_reason",
+    "rule_matches",
 ]
 
 DEFAULT_DEADLINE = timedelta(hours=24)
@@ -53,6 +54,18 @@ def ask_class(ask: Ask) -> str | None:
     tier = data.get("tier_report")
     found = tier.get("class") if isinstance(tier, Mapping) else None
     return found if isinstance(found, str) else None
+
+
+def rule_matches(ask: Ask, reason: str | None, klass: str | None, scope: str | None) -> bool:
+    """Whether a rule naming ``reason``, ``klass`` and ``scope`` (each optional) fits ``ask``.
+
+    A scope matches itself and every scope below it (``fleet`` matches ``fleet/web``).
+    """
+    if reason is not None and ask_reason(ask) != reason:
+        return False
+    if klass is not None and ask_class(ask) != klass:
+        return False
+    return scope is None or ask.scope == scope or ask.scope.startswith(scope + "/")
 
 
 def _check_duration(kind: str, name: str, value: object) -> None:
@@ -98,13 +111,7 @@ class DeadlineRule:
 
     def matches(self, ask: Ask) -> bool:
         """Whether this rule is the one for ``ask``."""
-        if self.reason is not None and ask_reason(ask) != self.reason:
-            return False
-        if self.klass is not None and ask_class(ask) != self.klass:
-            return False
-        return (
-            self.scope is None or ask.scope == self.scope or ask.scope.startswith(self.scope + "/")
-        )
+        return rule_matches(ask, self.reason, self.klass, self.scope)
 
 
 @dataclass(frozen=True, slots=True)
