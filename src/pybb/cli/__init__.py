@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``pybb`` command; return its exit status."""
     from pybb.cli._errors import guarded
-    from pybb.cli._logging import configure_logging
+    from pybb.cli._logging import NOISY_LOGGERS, configure_logging
 
     parser = build_parser()
     try:
@@ -126,12 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     verbosity = -1 if args.log_quiet else int(args.log_verbose)
+    # Called in-process (tests, scripts), the command leaves logging as it found it.
+    levels = {name: logging.getLogger(name).level for name in ("", *NOISY_LOGGERS)}
     installed = configure_logging(verbosity, json_lines=args.log_json)
     prog = f"pybb {_command(args)}".rstrip()
     try:
         return guarded(prog, lambda: int(handler(args)))
     finally:
         logging.getLogger().removeHandler(installed)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _command(args: Any) -> str:

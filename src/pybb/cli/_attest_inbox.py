@@ -103,7 +103,7 @@ def _attest(session: SupervisedAttestation, errors: Console, quiet: bool) -> Fle
     if quiet:
         return session.attest()
     if not errors.is_terminal:  # no bar to draw: a log line per chunk instead
-        from pybb.cli.attest import log_progress
+        from pybb.cli._attest_shared import log_progress
 
         return session.attest(log_progress)
     columns = (TextColumn("attesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import socket
 import sys
@@ -47,6 +48,7 @@ __all__ = [
     "controller_lease",
     "exit_status",
     "fleet_of",
+    "log_progress",
     "print_report",
     "registry_options",
     "store_problem",
@@ -383,3 +385,8 @@ def _plain_mode(path: Path) -> int:
         mask = os.umask(0o022)
         os.umask(mask)
         return 0o666 & ~mask
+
+
+def log_progress(done: int, total: int) -> None:
+    """Log how far the run is (INFO on ``pybb.cli.attest``), where no bar can be drawn."""
+    logging.getLogger("pybb.cli.attest").info("attested %d of %d devices", done, total)

@@ -20,7 +20,8 @@ __all__ = ["JsonFormatter", "configure_logging"]
 _PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # The pool's own retries of an unreachable server are noise next to the command's one
 # line; its warnings stay available with -v.
-_NOISY = ("psycopg.pool", "uvicorn.access")
+NOISY_LOGGERS = ("psycopg.pool", "uvicorn.access")
+"""Loggers the command quiets unless asked to be verbose."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -59,6 +60,6 @@ def configure_logging(
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)
-    for name in _NOISY:
+    for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbosity > 0 else logging.ERROR)
     return handler

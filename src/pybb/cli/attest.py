@@ -48,20 +48,16 @@ from pybb.cli._attest_shared import (
     controller_lease,
     exit_status,
     fleet_of,
+    log_progress,
     print_report,
     workers_busy,
     write_report,
 )
 from pybb.cli._errors import CommandError
 
-__all__ = ["log_progress", "register", "run_attest"]
+__all__ = ["register", "run_attest"]
 
 _log = logging.getLogger("pybb.cli.attest")
-
-
-def log_progress(done: int, total: int) -> None:
-    """Log how far the run is (INFO on ``pybb.cli.attest``), where no bar can be drawn."""
-    _log.info("attested %d of %d devices", done, total)
 
 
 _DESCRIPTION = """\
