@@ -1,9 +1,10 @@
 """``pybb attest --inbox`` with notifications, run as an operator runs it (a subprocess).
 
-End to end: the demo fleet's asks are assigned to team ops; alice (email, from the
-people file) is mailed through a local aiosmtpd server over STARTTLS, bob (no channel of
-his own) is reached at --notify-webhook's URL, a local HTTP receiver that checks the
-HMAC signature; the mailed link signs alice in (after a scanner's GET) and she answers.
+End to end, the command and people file docs/human-loop.md shows: the demo fleet's asks
+are assigned to team ops; alice (email, from the people file) is mailed through a local
+aiosmtpd server over STARTTLS, bob (no channel of his own) is reached at
+--notify-webhook's URL, a local HTTP receiver that checks the HMAC signature; the mailed
+link signs alice in (after a scanner's GET).
 Every malformed option is refused with exit 2 and one sentence naming it, before the
 store is touched.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -27,13 +30,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "human"))
 from notify_support import self_signed, smtp_server, webhook_receiver
 
 SECRET = "a-webhook-secret-of-32-bytes...."
-PEOPLE = {
-    "people": [
-        {"who": "human:alice", "channels": [{"kind": "email", "address": "alice@localhost"}],
-         "teams": ["ops"]},
-        {"who": "human:bob", "teams": ["ops"]},
-    ]
-}  # fmt: skip
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "human-loop.md"
+
+
+def _documented() -> tuple[str, list[str]]:
+    """The people file and the ``pybb attest`` command docs/human-loop.md shows."""
+    text = PAGE.read_text(encoding="utf-8")
+    people = re.search(r"^```json people\.json\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    shell = re.search(r"^```sh\n(export PYBB_WEBHOOK_SECRET.*?)^```", text, re.DOTALL | re.M)
+    assert people is not None and shell is not None, "the CLI section of human-loop.md moved"
+    lines = shell.group(1).replace("\\\n", " ").splitlines()
+    command = shlex.split(next(line for line in lines if line.startswith("pybb attest")))
+    return people.group(1), command[1:]
 
 
 def _link(mail: Any) -> str:
@@ -56,21 +64,19 @@ def _follow(link: str) -> httpx.Response:
         return ask
 
 
-def test_attest_inbox_notifies_by_email_and_webhook_and_the_link_signs_in(
+def test_the_documented_command_notifies_by_email_and_webhook_and_the_link_signs_in(
     tmp_path: Path,
 ) -> None:
-    people = tmp_path / "people.json"
-    people.write_text(json.dumps(PEOPLE), encoding="utf-8")
+    people, command = _documented()
+    (tmp_path / "people.json").write_text(people, encoding="utf-8")
     cert, key = self_signed(tmp_path)
     with webhook_receiver() as hook, smtp_server(tls=(cert, key)) as box:
-        args = [
-            "attest", "--demo", "40", "--inbox", "--inbox-port", "0", "--inbox-human", "alice",
-            "--store", f"sqlite:///{tmp_path / 'run.db'}", "--no-progress",
-            "--people", str(people), "--assign-to", "team:ops",
-            "--notify-webhook", hook.url,
-            "--notify-smtp", f"127.0.0.1:{box.port}", "--notify-from", "pybb@localhost",
-            "--smtp-starttls",
-        ]  # fmt: skip
+        # the documented command, with its example hosts swapped for the local ones
+        swapped = {"https://hooks.example.org/pybb": hook.url,
+                   "smtp.example.org:587": f"127.0.0.1:{box.port}"}  # fmt: skip
+        args = [swapped.get(word, word) for word in command]
+        args += ["--inbox-port", "0", "--store", f"sqlite:///{tmp_path / 'run.db'}",
+                 "--no-progress"]  # fmt: skip
         env = {"PYBB_WEBHOOK_SECRET": SECRET, "SSL_CERT_FILE": str(cert)}
         child = Child(args, cwd=tmp_path, env=env)
         try:
@@ -80,7 +86,7 @@ def test_attest_inbox_notifies_by_email_and_webhook_and_the_link_signs_in(
                 expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
                 assert headers["X-Pybb-Signature"] == expected
             assert {json.loads(body)["person"] for _, body in hook.received} == {"human:bob"}
-            assert {m["To"] for m in box.messages} == {"alice@localhost"}
+            assert {m["To"] for m in box.messages} == {"alice@example.org"}
             _follow(_link(box.messages[0]))
             child.process.send_signal(signal.SIGINT)
             code, text = child.finish()
