@@ -45,7 +45,7 @@ def _documented() -> tuple[str, list[str]]:
 
 
 def _link(mail: Any) -> str:
-    return next(line.strip() for line in mail.get_content().splitlines() if "/link/" in line)
+    return next(str(line).strip() for line in mail.get_content().splitlines() if "/link/" in line)
 
 
 def _follow(link: str) -> httpx.Response:
