@@ -70,6 +70,10 @@ def test_a_prefetch_get_uses_nothing_and_the_click_signs_in_for_that_ask(
         assert "<img src=x" not in shown.text  # the ask's text is shown escaped
         assert people_board.reader.read_level("link_uses") == ()
         fields = _follow_form(shown.text, token)
+        foreign = person.post(
+            f"/link/{token}", data=fields, headers={"origin": "https://evil.example"}
+        )
+        assert foreign.status_code == 403  # a page elsewhere cannot press the button
         followed = person.post(f"/link/{token}", data=fields)
         assert followed.status_code == 303 and followed.headers["location"] == "/asks/ask-1"
         (use,) = people_board.reader.read_level("link_uses")
@@ -85,6 +89,11 @@ def test_a_prefetch_get_uses_nothing_and_the_click_signs_in_for_that_ask(
         assert person.get("/").headers.get("location") == "/login"
         assert person.get("/decided").headers.get("location") == "/login"
         assert person.get("/api/asks").status_code == 401
+        post_asks(people_board, [hostile_ask(2)])
+        assert person.get("/asks/ask-2").headers.get("location") == "/login"
+        other = person.post("/asks/ask-2/answer", data={**form.fields, "option": "quarantine"})
+        assert other.status_code == 401
+        assert len(people_board.reader.read_level("answers")) == 1
         # the scanner's page cannot use the link: its form is bound to its own browser
         assert scanner.post(f"/link/{token}", data=fields).status_code == 403
         replay = scanner.post(f"/link/{token}", data=_follow_form(scanned.text, token))

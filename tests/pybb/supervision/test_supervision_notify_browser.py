@@ -56,6 +56,16 @@ if not CHROMIUM.exists() and not IN_CI:
     pytest.skip("Debian's chromium is not installed (/usr/bin/chromium)", allow_module_level=True)
 
 
+def _screenshot(page: Any, name: str) -> None:
+    """Into test-artifacts/inbox/, and with PYBB_DOCS_SCREENSHOT=1 into docs/ as well."""
+    repo = Path(__file__).resolve().parents[3]
+    shots = repo / "test-artifacts" / "inbox"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / name), full_page=True)
+    if os.environ.get("PYBB_DOCS_SCREENSHOT") == "1":
+        page.screenshot(path=str(repo / "docs" / f"inbox-{name}"), full_page=True)
+
+
 def _link(text: str) -> str:
     return next(line.strip() for line in text.splitlines() if "/link/" in line)
 
@@ -137,6 +147,7 @@ def _flow(
             page.goto(link)  # the person's click, not logged in: the ask and one button
             assert page.url == link
             assert first.title in page.inner_text("h1")
+            _screenshot(page, "link-landing.png")
             page.click("button[data-follow-link='yes']")  # uses the link, signs in
             page.wait_for_url(f"{url}/asks/{first.ask_id}")
             assert len(model.reader.read_level("link_uses")) == 1
