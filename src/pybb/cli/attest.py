@@ -39,6 +39,7 @@ from pybb.attestation import (
 )
 from pybb.cli import _attest_policy, _attest_quarantine, _attest_verify
 from pybb.cli._args import board_id, check_reachable, check_store, count, port, positive
+from pybb.cli._attest_notify import add_notify_options, check_notify_options
 from pybb.cli._attest_report import report_data, write_outputs
 from pybb.cli._attest_shared import (
     DEFAULT_REPORT,
@@ -180,6 +181,7 @@ def register(subparsers: Any) -> None:
         metavar="NAME",
         help="print an inbox token for this person (repeatable; default: operator)",
     )
+    add_notify_options(parser)
     parser.set_defaults(handler=run_attest)
     _subcommands(parser)
 
@@ -231,6 +233,7 @@ def run_attest(args: argparse.Namespace) -> int:
 
     Failures are not caught here: ``pybb.cli.main`` turns them into one line and exit 2.
     """
+    check_notify_options(args)
     check_store(args.store)
     check_reachable(args.store)
     # Imported when asked for: the plain run loads neither the inbox nor buddhi.

@@ -60,6 +60,7 @@ from pybb.human._errors import HumanLoopError, LinkError, LinkProblem, Malformed
 from pybb.human._links import (
     LINK_WRITER,
     Link,
+    link_use,
     redeem_link,
     sign_link,
     verify_link,
@@ -185,6 +186,7 @@ __all__ = [
     "human_writer",
     "is_valid_id",
     "judge_answer",
+    "link_use",
     "open_asks",
     "post_ask",
     "reassign",

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from pybb.human import AskStatus, is_valid_id
 from pybb.inbox._context import inbox_of
+from pybb.inbox._repairs import preview_id, repairs
 from pybb.inbox._service import (
     Outcome,
     Submitted,
@@ -25,6 +26,7 @@ from pybb.inbox._service import (
 )
 from pybb.inbox._service import visible_states as _visible_states
 from pybb.inbox._tokens import TokenInfo
+from pybb.inbox._views import ACCEPT_DIGEST
 
 __all__ = ["answer_ask", "budget", "get_ask", "list_asks", "me", "timeline_records"]
 
@@ -66,7 +68,12 @@ async def get_ask(request: Request) -> Response:
 
 
 async def answer_ask(request: Request) -> Response:
-    """POST /api/asks/{ask_id}/answer with ``{"option": ..., "note": ...}``."""
+    """POST /api/asks/{ask_id}/answer with ``{"option": ..., "note": ..., "confirm": ...}``.
+
+    Accepting a digest changes fleet policy, so it is answered first with 428 and the
+    preview (the devices it would repair) and a ``confirm`` token bound to that preview;
+    the same answer sent again with that token is applied (once, like every answer).
+    """
     inbox = inbox_of(request)
     token = _token(request)
     if token is None:
@@ -85,9 +92,53 @@ async def answer_ask(request: Request) -> Response:
     ask_id = request.path_params["ask_id"]
     if not is_valid_id(ask_id):
         return _error(404, "not_found", "There is no such ask for you.")
-    option, note = body
+    option, note, confirm = body
+    if option == ACCEPT_DIGEST:
+        unconfirmed = await run_in_threadpool(_unconfirmed, request, token, ask_id, confirm)
+        if unconfirmed is not None:
+            return unconfirmed
     done = await run_in_threadpool(submit_answer, inbox.model, token.human, ask_id, option, note)
     return _submitted(done, ask_id)
+
+
+def _unconfirmed(
+    request: Request, token: TokenInfo, ask_id: str, confirm: str | None
+) -> Response | None:
+    """The 428 preview of accepting a digest, unless ``confirm`` confirms this very preview.
+
+    ``None`` lets the answer through: confirmed, or the ask is settled, missing or has
+    no such option (the answer then gets its 409, 404 or 422 as any other would).
+    """
+    inbox = inbox_of(request)
+    state = visible_state(inbox.model, token.human, ask_id)
+    if (
+        state is None
+        or state.status is not AskStatus.OPEN
+        or state.ask.option(ACCEPT_DIGEST) is None
+    ):
+        return None
+    devices = repairs(inbox.model, token.human, [ask_id]) or []
+    expected = inbox.sessions.sign("api-confirm", token.human, ask_id, preview_id(devices))
+    if inbox.sessions.signed_ok(confirm, "api-confirm", token.human, ask_id, preview_id(devices)):
+        return None
+    stale = confirm is not None
+    message = (
+        "Accepting this digest changes fleet policy and would repair the devices listed; "
+        'send the same answer again with "confirm" set to the token given here to apply it.'
+    )
+    if stale:
+        message = (
+            "The confirmation does not match what accepting this digest would repair now "
+            "(the preview changed, or the token is not one this inbox gave for it); check "
+            'the new preview and send the answer again with this "confirm" token.'
+        )
+    payload = {
+        "error": "confirmation_stale" if stale else "confirmation_required",
+        "message": message,
+        "preview": {"count": len(devices), "devices": devices},
+        "confirm": expected,
+    }
+    return JSONResponse(payload, status_code=428)
 
 
 async def budget(request: Request) -> Response:
@@ -158,7 +209,7 @@ def _query(request: Request, *allowed: str) -> dict[str, str] | Response:
     return dict(items)
 
 
-async def _answer_body(request: Request) -> tuple[str, str] | Response:
+async def _answer_body(request: Request) -> tuple[str, str, str | None] | Response:
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         return _error(415, "unsupported_media_type", "Send the answer as application/json.")
@@ -166,12 +217,14 @@ async def _answer_body(request: Request) -> tuple[str, str] | Response:
         body: Any = json.loads(await request.body())
     except (ValueError, RecursionError):
         return _error(400, "bad_json", "The body is not JSON.")
-    if not isinstance(body, dict) or not set(body) <= {"option", "note"}:
+    if not isinstance(body, dict) or not set(body) <= {"option", "note", "confirm"}:
         return _error(422, "invalid", 'Send {"option": "<option id>", "note": "<text>"}.')
-    option, note = body.get("option"), body.get("note", "")
+    option, note, confirm = body.get("option"), body.get("note", ""), body.get("confirm")
     if not isinstance(option, str) or not isinstance(note, str):
         return _error(422, "invalid", "option and note must be strings.")
-    return option, note
+    if "confirm" in body and (not isinstance(confirm, str) or len(confirm) > 128):
+        return _error(422, "invalid", "confirm must be the token a 428 answer gave.")
+    return option, note, confirm
 
 
 def _submitted(done: Submitted, ask_id: str) -> Response:

@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from blackboard import Model
-from pybb.inbox import _api, _html
+from pybb.inbox import _api, _html, _link_pages
 from pybb.inbox._budget import BudgetView, PremiseBudgetView
 from pybb.inbox._context import Inbox, inbox_of, when
 from pybb.inbox._events import HeadWatcher
@@ -90,7 +90,8 @@ def _routes() -> list[Route | Mount]:
         Route("/login", _html.login, methods=["POST"]),
         Route("/logout", _html.logout, methods=["POST"]),
         Route("/asks/{ask_id}", _html.ask_page, methods=["GET"]),
-        Route("/link/{token}", _html.link, methods=["GET"]),
+        Route("/link/{token}", _link_pages.show_link, methods=["GET"]),
+        Route("/link/{token}", _link_pages.follow_link, methods=["POST"]),
         Route("/asks/{ask_id}/answer", _html.answer_form, methods=["POST"]),
         Route("/groups/answer", _html.group_answer, methods=["POST"]),
         Route("/decided", _html.decided, methods=["GET"]),

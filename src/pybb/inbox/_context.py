@@ -42,6 +42,10 @@ class Inbox:
         session = self.sessions.get(request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None
+        if session.ask_id is not None:
+            # A sign-in from a link opens its ask and nothing else: every other page,
+            # present or future, sees no login (deny by default).
+            return session if _within_link(session.ask_id, request.url.path) else None
         if self.tokens.check(session.token_id) is None:
             self.sessions.close(session.session_id)
             return None
@@ -49,10 +53,9 @@ class Inbox:
 
     def still_valid(self, session: Session) -> bool:
         """Whether ``session`` is still open and its token still works."""
-        return (
-            self.sessions.get(session.session_id) is not None
-            and self.tokens.check(session.token_id) is not None
-        )
+        if self.sessions.get(session.session_id) is None:
+            return False
+        return session.ask_id is not None or self.tokens.check(session.token_id) is not None
 
     def bearer(self, request: Request) -> TokenInfo | None:
         """The token of an ``Authorization: Bearer`` header, if it works."""
@@ -73,6 +76,12 @@ class Inbox:
             title=self.settings.title, board_id=self.model.board_id, **context
         )
         return HTMLResponse(page, status_code=status)
+
+
+def _within_link(ask_id: str, path: str) -> bool:
+    """Whether ``path`` is one a sign-in from a link to ``ask_id`` may use."""
+    # The ASGI path is already percent-decoded, and ask ids hold no '/'.
+    return path in (f"/asks/{ask_id}", f"/asks/{ask_id}/answer", "/logout")
 
 
 def inbox_of(request: Request) -> Inbox:

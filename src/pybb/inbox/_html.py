@@ -20,17 +20,16 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from blackboard import Rejected, RejectionCause
-from blackboard.errors import BlackboardError
-from pybb.human import AskStatus, LinkError, LinkProblem, is_valid_id, redeem_link
+from pybb.human import AskStatus, is_valid_id
 from pybb.inbox._context import SESSION_COOKIE, Inbox, inbox_of
 from pybb.inbox._events import event_stream
+from pybb.inbox._repairs import repairs
 from pybb.inbox._service import Outcome, submit_answer, timeline, visible_state, visible_states
 from pybb.inbox._sessions import Session
 from pybb.inbox._views import (
     ACCEPT_DIGEST,
     Filters,
     decided_rows,
-    digest_preview,
     group_asks,
     group_token,
     not_asked_rows,
@@ -47,7 +46,6 @@ __all__ = [
     "events",
     "group_answer",
     "index",
-    "link",
     "live",
     "login",
     "login_form",
@@ -187,33 +185,6 @@ async def answer_form(request: Request) -> Response:
     return _message(inbox, done.outcome.value, titles[done.outcome], done.message, session)
 
 
-async def link(request: Request) -> Response:
-    """A notification's signed link: accepted once, then it opens the ask.
-
-    The use is recorded on the board's ``link_uses`` level (unique per link), so a
-    second visit, from anywhere, is refused with 410; so is an expired link. The ask
-    page itself still needs a login.
-    """
-    inbox = inbox_of(request)
-    secret = inbox.settings.link_secret
-    if secret is None:
-        return _message(inbox, 404, "No such page", "This inbox does not accept links.")
-    token = request.path_params["token"]
-    now = inbox.tokens.now()
-    model = inbox.model
-    try:
-        found = await run_in_threadpool(
-            redeem_link, model.control, model.reader, token, secret, now=now
-        )
-    except LinkError as exc:
-        gone = exc.problem in (LinkProblem.EXPIRED, LinkProblem.USED)
-        heading = "Link no longer valid" if gone else "Not a valid link"
-        return _message(inbox, 410 if gone else 403, heading, f"{exc} Open the inbox instead.")
-    except BlackboardError:
-        return _message(inbox, 404, "No such page", "This board does not record link uses.")
-    return RedirectResponse(f"/asks/{found.ask_id}", status_code=303)
-
-
 async def events(request: Request) -> Response:
     """The live-update stream of the signed-in person's page."""
     inbox = inbox_of(request)
@@ -274,17 +245,11 @@ async def _preview(
     inbox: Inbox, session: Session, ask_ids: list[str], note: str, nonce: object
 ) -> Response:
     """The devices an accepted digest would repair, and a form that confirms it."""
-    states = await run_in_threadpool(visible_states, inbox.model, session.human)
-    unasked = await run_in_threadpool(not_asked_rows, inbox.model)
-    by_id = {s.ask.ask_id: s for s in states}
-    repaired: list[str] = []
-    for ask_id in ask_ids:
-        state = by_id.get(ask_id)
-        if state is None:
-            return _message(inbox, 404, "No such ask", "There is no such ask for you.", session)
-        for device in digest_preview(states, state.ask, unasked):
-            if device not in repaired:
-                repaired.append(device)
+    repaired = await run_in_threadpool(repairs, inbox.model, session.human, ask_ids)
+    if repaired is None:
+        return _message(inbox, 404, "No such ask", "There is no such ask for you.", session)
+    ask = await run_in_threadpool(visible_state, inbox.model, session.human, ask_ids[0])
+    assert ask is not None
     single = len(ask_ids) == 1
     token = f"confirm:{ask_ids[0]}" if single else "confirm:" + group_token(ask_ids)
     action = f"/asks/{ask_ids[0]}/answer" if single else "/groups/answer"
@@ -292,7 +257,7 @@ async def _preview(
         "confirm.html", human=session.human, csrf=session.csrf, devices=repaired,
         action=action, asks=",".join(ask_ids), single=single, note=note,
         nonce=nonce if isinstance(nonce, str) else "", option=ACCEPT_DIGEST,
-        confirm=inbox.sessions.nonce(session, token), ask=by_id[ask_ids[0]].ask,
+        confirm=inbox.sessions.nonce(session, token), ask=ask.ask,
     )  # fmt: skip
 
 

@@ -86,8 +86,24 @@ _SCHEMAS: dict[str, Any] = {
         {
             "option": {"type": "string", "pattern": _ID},
             "note": {"type": "string", "maxLength": 2000},
+            # accept-digest only: the token of the 428 answer that showed its preview
+            "confirm": {"type": "string", "maxLength": 128},
         },
         required=["option"],
+    ),
+    "RepairPreview": _obj(
+        {
+            "count": {"type": "integer", "minimum": 0},
+            "devices": {"type": "array", "items": _TEXT},
+        }
+    ),
+    "ConfirmationRequired": _obj(
+        {
+            "error": {"type": "string", "enum": ["confirmation_required", "confirmation_stale"]},
+            "message": _TEXT,
+            "preview": _ref("RepairPreview"),
+            "confirm": _TEXT,
+        }
     ),
     "AnswerCreated": _obj(
         {
@@ -196,6 +212,11 @@ def _paths() -> dict[str, Any]:
             "post": {
                 "operationId": "answerAsk",
                 "summary": "Answer an ask. Exactly one answer per ask is admitted.",
+                "description": (
+                    "Accepting a digest (option 'accept-digest') changes fleet policy: it is "
+                    "answered with 428 and the devices it would repair, and applied when sent "
+                    "again with the 428's 'confirm' token."
+                ),
                 "parameters": [_ASK_ID],
                 "requestBody": {
                     "required": True,
@@ -205,6 +226,12 @@ def _paths() -> dict[str, Any]:
                     "201": _json("The answer was written.", "AnswerCreated"),
                     "409": _json(
                         "Already answered (by whom, in state) or closed.", "AnswerConflict"
+                    ),
+                    "428": _json(
+                        "accept-digest, not yet confirmed (or the preview changed): the "
+                        "devices it would repair and the token that confirms this preview; "
+                        "send the answer again with it as 'confirm'.",
+                        "ConfirmationRequired",
                     ),
                     "429": _LIMITED,
                     **_errors(400, 401, 403, 404, 413, 415, 422),
