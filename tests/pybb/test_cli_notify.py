@@ -114,6 +114,11 @@ BAD = [
       "--assign-to", "team:ops"], "gives human:carol a webhook channel", "--notify-webhook"),
     (["--notify-smtp", "127.0.0.1:25", "--notify-from", "a@b"], "no channel for human:operator",
      "--notify-webhook"),
+    (["--notify-webhook", "http://127.0.0.1:9/h", "--link-secret-env", "PYBB_SHORT"],
+     "--link-secret-env: the links' secret variable PYBB_SHORT is shorter than 16", "export"),
+    (["--notify-webhook", "http://127.0.0.1:9/h", "--link-secret-env", "PYBB_NOT_SET"],
+     "PYBB_NOT_SET is not set", "--link-secret-env"),
+    (["--link-secret-env", "PYBB_SHORT"], "--link-secret-env signs the links", "--notify-smtp"),
 ]  # fmt: skip
 
 
@@ -128,7 +133,10 @@ def test_malformed_notification_options_are_refused_before_the_store_is_touched(
     (tmp_path / "team.json").write_text(json.dumps(team))
     before = sorted(tmp_path.iterdir())
     store = f"sqlite:///{tmp_path / 'run.db'}"
-    done = run("attest", "--demo", "5", "--inbox", "--store", store, *more, cwd=tmp_path)
+    env = {"PYBB_WEBHOOK_SECRET": SECRET, "PYBB_SHORT": "too-short"}
+    if "--link-secret-env" not in more:
+        env.pop("PYBB_WEBHOOK_SECRET")  # one case asks for the missing webhook secret
+    done = run("attest", "--demo", "5", "--inbox", "--store", store, *more, cwd=tmp_path, env=env)
     refused(done, named, how)
     assert sorted(tmp_path.iterdir()) == before  # no store was created
 
@@ -142,3 +150,19 @@ def test_notification_options_need_the_inbox(tmp_path: Path) -> None:
                "--notify-webhook", "http://127.0.0.1:9/h", cwd=tmp_path, env=env)  # fmt: skip
     refused(done, "pybb attest --submit without them")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_named_link_secret_keeps_links_valid_across_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pybb.cli import build_parser
+    from pybb.cli._attest_notify import notify_plan
+
+    monkeypatch.setenv("PYBB_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("PYBB_LINKS", "a-link-key-that-is-long-enough")
+    argv = ["attest", "--demo", "5", "--inbox", "--notify-webhook", "http://127.0.0.1:9/h"]
+    parser = build_parser()
+    named = [notify_plan(parser.parse_args([*argv, "--link-secret-env", "PYBB_LINKS"]), "x")
+             for _ in range(2)]  # fmt: skip
+    fresh = [notify_plan(parser.parse_args(argv), "x") for _ in range(2)]
+    assert all(plan is not None for plan in named + fresh)
+    assert {plan.link_secret for plan in named if plan} == {b"a-link-key-that-is-long-enough"}
+    assert len({plan.link_secret for plan in fresh if plan}) == 2  # a fresh key per run

@@ -115,6 +115,14 @@ def add_notify_options(parser: argparse.ArgumentParser) -> None:
         f"bytes (default {WEBHOOK_SECRET_ENV})",
     )
     group.add_argument(
+        "--link-secret-env",
+        type=env_name,
+        metavar="NAME",
+        help="the environment variable holding the key that signs the notifications' links, "
+        "at least 16 bytes: with it, links stay valid when pybb attest --inbox is started "
+        "again (default: a fresh key per run, so a restart voids the links already sent)",
+    )
+    group.add_argument(
         "--notify-smtp",
         type=smtp_address,
         metavar="HOST:PORT",
@@ -169,6 +177,11 @@ def check_notify_options(args: argparse.Namespace) -> None:
         CommandError: Naming the option and what to give instead.
     """
     if not _wants_notify(args):
+        if getattr(args, "link_secret_env", None) is not None:
+            raise CommandError(
+                "--link-secret-env signs the links notifications carry: give it with "
+                "--notify-webhook or --notify-smtp, or leave it out"
+            )
         return
     if getattr(args, "submit", False):
         raise CommandError(
@@ -241,19 +254,30 @@ def notify_plan(args: argparse.Namespace, base_url: str) -> NotifyPlan | None:
         notifiers,
         tuple(people.values()),
         AssignmentPolicy(default=target),
-        secrets.token_bytes(32),
+        _link_secret(args.link_secret_env),
         base_url,
     )
 
 
 def _webhook_secret(name: str) -> bytes:
+    return _secret(name, "--notify-webhook: the webhook's", "--webhook-secret-env")
+
+
+def _link_secret(name: str | None) -> bytes:
+    # A fresh key unless one is named: links then die with the run, which is the safe default.
+    if name is None:
+        return secrets.token_bytes(32)
+    return _secret(name, "--link-secret-env: the links'", "--link-secret-env")
+
+
+def _secret(name: str, whose: str, option: str) -> bytes:
     value = os.environ.get(name, "")
     if len(value.encode()) < 16:
         state = "is not set" if name not in os.environ else "is shorter than 16 bytes"
         raise CommandError(
-            f"--notify-webhook: the webhook's secret variable {name} {state}; export "
+            f"{whose} secret variable {name} {state}; export "
             f"{name}=<a shared secret of at least 16 bytes> (e.g. from `openssl rand -hex "
-            "32`), or name another variable with --webhook-secret-env"
+            f"32`), or name another variable with {option}"
         )
     return value.encode()
 
