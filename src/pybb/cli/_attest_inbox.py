@@ -143,7 +143,9 @@ def _inbox(model: Model, args: argparse.Namespace, console: Console) -> Iterator
         token = tokens.issue(human)
         console.print(f"  token for human:{human.removeprefix('human:')}: {token}", markup=False)
     server = InboxServer(_HOST, args.inbox_port, quiet=True)
-    app = create_app(model, tokens, settings=InboxSettings())
+    app = create_app(
+        model, tokens, settings=InboxSettings(), assignment=getattr(args, "assignment", None)
+    )
     with server.running(app) as url:
         console.print(f"pybb inbox for run {model.board_id!r}: {url}")
         yield url

@@ -119,7 +119,9 @@ class AssignmentPolicy:
             raise MalformedContentError(kind, "content", "must be an object with default, rules")
         unknown = sorted(set(data) - {"default", "rules"})
         if unknown:
-            raise MalformedContentError(kind, unknown[0], "is not a key; it takes default, rules")
+            raise MalformedContentError(
+                kind, "content", f"{unknown[0]!r} is not a key; it takes default, rules"
+            )
         raw = data.get("rules", [])
         if not isinstance(raw, list):
             raise MalformedContentError(kind, "rules", "must be a list of rule objects")
@@ -137,7 +139,7 @@ def _rule_from_json(n: int, data: object) -> AssignRule:
     unknown = sorted(set(data) - {"to", "reason", "class", "scope"})
     if unknown:
         raise MalformedContentError(
-            kind, unknown[0], "is not a key; a rule takes to, reason, class, scope"
+            kind, "content", f"{unknown[0]!r} is not a key; a rule takes to, reason, class, scope"
         )
     if "to" not in data:
         raise MalformedContentError(kind, "to", "is missing: 'human:<name>' or 'team:<name>'")

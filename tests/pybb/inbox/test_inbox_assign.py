@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from inbox_support import BUDGET, AppClient, forms, hostile_ask, login, new_board, settings
+from inbox_support import (
+    BUDGET,
+    AppClient,
+    forms,
+    hostile_ask,
+    login,
+    new_board,
+    run_command,
+    settings,
+)
 
 from blackboard import Level, Model, Premise, create_model
 from pybb.human import (
@@ -307,3 +319,73 @@ def test_without_a_policy_every_ask_is_nobody_s_and_the_order_is_the_oldest_firs
         assert '<dd class="assignee">nobody</dd>' in page
     finally:
         client.close()
+
+
+# -- the command line: pybb inbox --assignment FILE, pybb attest --inbox --assignment FILE -------
+
+
+def _inbox_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pybb", "inbox", *args],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("routes.json", '{"rules": [{"to": "bob"}]}', "neither 'human:<name>' nor 'team:<name>'"),
+        ("routes.json", '{"rules": [{"to": "team:ops", "klass": "x"}]}', "'klass' is not a key"),
+        ("routes.json", "default = 'team:ops'", "is not JSON (name it .toml for TOML)"),
+        ("routes.toml", "[[rules]\nto=", "is not TOML"),
+        ("missing.json", None, "cannot read"),
+    ],
+)
+def test_a_bad_assignment_file_is_named_and_nothing_is_served(
+    tmp_path: Path, name: str, text: str | None, message: str
+) -> None:
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    done = _inbox_command("--store", f"sqlite:///{tmp_path / 'x.db'}", "--assignment", str(path))
+    assert done.returncode == 2
+    assert "--assignment" in done.stderr and message in done.stderr, done.stderr
+    assert "http://" not in done.stdout
+
+
+def test_pybb_inbox_takes_an_assignment_file_and_lists_each_person_s_own_first(
+    tmp_path: Path, board: Model
+) -> None:
+    routes = tmp_path / "routes.toml"
+    routes.write_text(
+        'default = "team:triage"\n'
+        '[[rules]]\nto = "human:alice"\nscope = "fleet/site-a"\n'
+        '[[rules]]\nto = "team:ops"\nclass = "rhel9"\n'
+        '[[rules]]\nto = "human:bob"\nclass = "arch"\n',
+        encoding="utf-8",
+    )
+    board.close()
+    store = f"sqlite:///{tmp_path / 'people.db'}"
+    command = ("--store", store, "--board-id", "run-people", "--human", "alice")
+    with run_command(*command, "--assignment", str(routes)) as served:
+        token = served.printed.split("token for human:alice: ")[1].split()[0]
+        with httpx.Client(base_url=served.url) as web:
+            web.post("/login", data={"token": token}, headers={"origin": served.url})
+            assert order(web.get("/").text) == ["a-mine", "a-team", "a-rest", "a-bob"]
+    with run_command(*command) as plain:  # without the file: nobody's, oldest first
+        token = plain.printed.split("token for human:alice: ")[1].split()[0]
+        with httpx.Client(base_url=plain.url) as web:
+            web.post("/login", data={"token": token}, headers={"origin": plain.url})
+            assert order(web.get("/").text) == ["a-rest", "a-bob", "a-team", "a-mine"]
+
+
+def test_pybb_attest_takes_an_assignment_file_only_with_its_inbox(tmp_path: Path) -> None:
+    routes = tmp_path / "routes.json"
+    routes.write_text('{"default": "team:ops"}', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pybb", "attest", "--demo", "3", "--store",
+         f"sqlite:///{tmp_path / 'a.db'}", "--assignment", str(routes)],
+        capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--assignment routes the asks of the inbox; add --inbox" in done.stderr, done.stderr
