@@ -11,6 +11,7 @@ import dataclasses
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ import httpx
 import pytest
 from inbox_support import (
     BUDGET,
+    REPO,
     AppClient,
     forms,
     hostile_ask,
@@ -356,14 +358,11 @@ def test_a_bad_assignment_file_is_named_and_nothing_is_served(
 def test_pybb_inbox_takes_an_assignment_file_and_lists_each_person_s_own_first(
     tmp_path: Path, board: Model
 ) -> None:
-    routes = tmp_path / "routes.toml"
-    routes.write_text(
-        'default = "team:triage"\n'
-        '[[rules]]\nto = "human:alice"\nscope = "fleet/site-a"\n'
-        '[[rules]]\nto = "team:ops"\nclass = "rhel9"\n'
-        '[[rules]]\nto = "human:bob"\nclass = "arch"\n',
-        encoding="utf-8",
-    )
+    routes = tmp_path / "routes.toml"  # the file docs/inbox.md shows
+    page = (REPO / "docs" / "inbox.md").read_text(encoding="utf-8")
+    (toml,) = re.findall(r"^```toml\n(.*?)^```", page, re.DOTALL | re.MULTILINE)
+    routes.write_text(toml, encoding="utf-8")
+    assert AssignmentPolicy.from_json(tomllib.loads(toml)) == ROUTES
     board.close()
     store = f"sqlite:///{tmp_path / 'people.db'}"
     command = ("--store", store, "--board-id", "run-people", "--human", "alice")
