@@ -158,7 +158,9 @@ def _routed_json(inbox: Inbox, human: str, states: list[AskState]) -> list[dict[
     now = now_utc()
     shown = []
     for state in sorted(states, key=lambda s: routed.rank(s.ask)):  # stable: oldest first
-        due = due_of(state.ask, inbox.deadlines, now)
+        # A settled ask has no deadline left: its default was applied, or never will be.
+        opened = state.status is AskStatus.OPEN
+        due = due_of(state.ask, inbox.deadlines, now) if opened else None
         shown.append(
             {
                 **state_json(state),

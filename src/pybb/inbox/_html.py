@@ -114,7 +114,7 @@ async def ask_page(request: Request) -> Response:
     history = await run_in_threadpool(reassign_rows, inbox.model, [state])
     return inbox.render(
         "ask.html", human=session.human, csrf=session.csrf, item=item, open=AskStatus.OPEN,
-        choices=routed.choices(), history=history,
+        choices=routed.choices() if routed.recorded else [], history=history,
     )  # fmt: skip
 
 

@@ -100,7 +100,7 @@ class Group:
 
     @property
     def first(self) -> AskState:
-        """The oldest member, shown in full."""
+        """The member shown in full: the oldest (of the person's own, if any are theirs)."""
         return self.states[0]
 
     @property

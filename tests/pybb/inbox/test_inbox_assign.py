@@ -270,8 +270,10 @@ def test_the_api_reassigns_an_ask_and_names_what_is_wrong(board: Model, tokens: 
         missing = client.post("/api/asks/nope/reassign", json=body, headers=bearer)
         assert missing.status_code == 404
         answer(board.control, "human:carol", "a-team", "quarantine")
+        assert got["due"]["option"] == "quarantine"  # while it is open
         settled = client.post("/api/asks/a-team/reassign", json=body, headers=bearer)
         assert settled.status_code == 409 and settled.json()["state"]["status"] == "answered"
+        assert client.get("/api/asks/a-team", headers=bearer).json()["due"] is None
         assert len(assignments(board.reader)) == 1
     finally:
         client.close()
