@@ -294,7 +294,14 @@ def _refusal(
             "unknown_assignee",
             f"Nobody on this board is {target}; reassign it to one of: {named}.",
         )
-    if team is None and not ask.addressed_to(target):
+    # Whoever gets it must be able to see it: a person it is addressed to, or a team
+    # with someone on it who is.
+    hidden = (
+        not ask.addressed_to(target)
+        if team is None
+        else bool(members) and not any(ask.addressed_to(m) for m in members)
+    )
+    if hidden:
         listed = ", ".join(ask.to)
         return "not_addressed", f"This ask is addressed to {listed} only, not to {target}."
     if found.target(ask) == target:

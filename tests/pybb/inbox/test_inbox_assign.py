@@ -288,7 +288,12 @@ def test_an_ask_for_other_people_is_not_reassigned_to_someone_it_is_not_addresse
     fields = {**reassign_form(page, "a-pair"), "to": "human:carol", "note": "carol?"}
     refused = alice.post("/asks/a-pair/reassign", data=fields)
     assert refused.status_code == 422 and "addressed to human:alice, human:bob only" in refused.text
-    assert assignments(board.reader) == ()
+    team = alice.post("/asks/a-pair/reassign", data={**fields, "to": "team:ops"})  # alice's
+    assert team.status_code == 303
+    set_person(board.control, Person("human:dave", teams=("night",)), writer="admin")
+    hidden = alice.post("/asks/a-pair/reassign", data={**fields, "to": "team:night"})
+    assert hidden.status_code == 422 and "not to team:night" in hidden.text  # dave can't see it
+    assert [m.to for m in assignments(board.reader)] == ["team:ops"]
 
 
 def test_a_board_without_the_people_levels_orders_by_policy_and_offers_no_reassign(
