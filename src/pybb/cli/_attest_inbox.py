@@ -187,7 +187,13 @@ def _inbox(
         token = tokens.issue(human)
         console.print(f"  token for human:{human.removeprefix('human:')}: {token}", markup=False)
     secret = None if plan is None else plan.link_secret
-    app = create_app(model, tokens, settings=InboxSettings(link_secret=secret))
+    # One policy for whom asks are for: the file's, else the notifications' --assign-to.
+    assignment = getattr(args, "assignment", None)
+    if assignment is None and plan is not None:
+        assignment = plan.assignment
+    app = create_app(
+        model, tokens, settings=InboxSettings(link_secret=secret), assignment=assignment
+    )
     with server.running(app) as url:
         console.print(f"pybb inbox for run {model.board_id!r}: {url}")
         yield url

@@ -250,10 +250,18 @@ def notify_plan(args: argparse.Namespace, base_url: str) -> NotifyPlan | None:
     people = _people(args.people) if args.people is not None else {}
     people = _reach(people, target, args.notify_webhook)
     _check_reachable(people, target, notifiers, args.people)
+    # --assignment FILE, when given, decides whom asks are for (and so who is told).
+    assignment = getattr(args, "assignment", None)
+    if assignment is not None and args.assign_to is not None:
+        raise CommandError(
+            "--assign-to and --assignment both say whom asks are for: give one (put the "
+            "--assign-to target in the file as its default)"
+        )
+    assignment = assignment or AssignmentPolicy(default=target)
     return NotifyPlan(
         notifiers,
         tuple(people.values()),
-        AssignmentPolicy(default=target),
+        assignment,
         _link_secret(args.link_secret_env),
         base_url,
     )

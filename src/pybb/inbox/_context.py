@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from blackboard import Model
+from pybb.human import AssignmentPolicy, DeadlinePolicy
 from pybb.inbox._budget import BudgetView
 from pybb.inbox._events import HeadWatcher
 from pybb.inbox._ratelimit import RateLimiter
@@ -36,6 +37,8 @@ class Inbox:
     login_limiter: RateLimiter
     watcher: HeadWatcher
     jinja: Environment
+    assignment: AssignmentPolicy = field(default_factory=AssignmentPolicy)
+    deadlines: DeadlinePolicy | None = None
 
     def session(self, request: Request) -> Session | None:
         """The request's login, if its cookie names one whose token still works."""
