@@ -165,6 +165,11 @@ class Journal:
             if pending:
                 self._commit(pending)
 
+    def record(self, sequence: int) -> Record | None:
+        """The board's record at ``sequence``, read back from the store (None: not there)."""
+        records = self.model.reader.log(sequence - 1, sequence)
+        return records[0] if records else None
+
     def catch_up(self) -> list[Record]:
         """Fold the records other processes wrote since this journal last read."""
         return self._catch_up()
@@ -273,7 +278,9 @@ class Journal:
         """Give escalations and resolutions their sequence numbers once committed."""
         for offset, item in enumerate(items):
             if item.region == ESCALATIONS:
-                self._state.entries[item.content["key"]].escalation_seq = first + offset
+                escalated = self._state.entries[item.content["key"]]
+                escalated.escalation_seq = first + offset
+                escalated.escalation = None  # the board holds it now (``record``)
             elif item.region == RESOLUTIONS:
                 entry = self._state.entries[item.content["key"]]
                 entry.resolution = {**item.content, "sequence": first + offset}
