@@ -88,6 +88,7 @@ class Controller(CycleSteps):
         self._runner = AttemptRunner()
         self._sources: dict[str, KnowledgeSource] = {}
         self._escalated: list[str] = []
+        self._chains: dict[int, tuple[tuple[KnowledgeSource, ...], list[str], dict[str, str]]] = {}
         self._attempts = 0
         self._cycles = 0  # this controller's own cycles (a worker's count; the board has none)
         self._told_pending = False

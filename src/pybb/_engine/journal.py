@@ -44,14 +44,24 @@ EntryCheck = Callable[[str, str | None, Any], None]
 
 
 class Pending(NamedTuple):
-    """A record decided but not yet committed (``judged``: the rule's verdict, if asked)."""
+    """A record decided but not yet committed: what ``write_all`` takes, and its key.
 
-    region: str
-    writer: str
-    content: Any
+    ``proposal`` is built when the record is decided (with the rule's verdict, if it
+    was asked: a ``Judged``), so a batch holds one object per record, not two.
+    """
+
+    proposal: ProposedWrite | Judged
     key: str | None
-    expected_version: int = 0
-    judged: Judged | None = None
+
+    @property
+    def region(self) -> str:
+        """The record's region."""
+        return _region(self.proposal)
+
+    @property
+    def content(self) -> Any:
+        """The record's content (a premise's value)."""
+        return _content(self.proposal)
 
 
 class Journal:
@@ -179,9 +189,15 @@ class Journal:
     def _emit(
         self, region: str, writer: str, content: Any, key: str | None, judged: Judged | None = None
     ) -> None:
-        expected = self._state.cycle_version if region == CYCLE else 0
+        proposal: ProposedWrite | Judged
+        if judged is not None:
+            proposal = judged
+        elif region == CYCLE:
+            proposal = ProposedPremiseWrite(writer, CYCLE, content, self._state.cycle_version)
+        else:
+            proposal = ProposedContribution(writer, region, content)
         self._state.apply(region, content)
-        item = Pending(region, writer, content, key, expected, judged)
+        item = Pending(proposal, key)
         if self._pending is not None:
             self._pending.append(item)
         else:
@@ -189,7 +205,7 @@ class Journal:
 
     def _commit(self, items: list[Pending]) -> bool:
         """Write ``items`` in one transaction; False if the board did not take them as decided."""
-        proposals = [_proposal(item) for item in items]
+        proposals = [item.proposal for item in items]
         try:
             results = self.model.control.write_all(
                 proposals, idempotency_keys=[item.key for item in items], fence=self._fence(items)
@@ -328,9 +344,13 @@ def _landed(results: list[WriteResult]) -> int | None:
     return first
 
 
-def _proposal(item: Pending) -> ProposedWrite | Judged:
-    if item.judged is not None:
-        return item.judged
-    if item.region == CYCLE:
-        return ProposedPremiseWrite(item.writer, CYCLE, item.content, item.expected_version)
-    return ProposedContribution(item.writer, item.region, item.content)
+def _region(proposal: ProposedWrite | Judged) -> str:
+    if isinstance(proposal, Judged):
+        proposal = proposal.proposed
+    return proposal.level if isinstance(proposal, ProposedContribution) else proposal.premise
+
+
+def _content(proposal: ProposedWrite | Judged) -> Any:
+    if isinstance(proposal, Judged):
+        proposal = proposal.proposed
+    return proposal.content if isinstance(proposal, ProposedContribution) else proposal.value

@@ -55,6 +55,7 @@ class CycleSteps:
     _runner: AttemptRunner
     _sources: dict[str, KnowledgeSource]
     _escalated: list[str]
+    _chains: dict[int, tuple[tuple[KnowledgeSource, ...], list[str], dict[str, str]]]
     _attempts: int
     _cycles: int
     _observers: Observers
@@ -182,17 +183,33 @@ class CycleSteps:
             route = self._routes.of(key, entry.predicate) or NO_ROUTE
             passing = entry.good_standing
             chain = route.on_pass if passing else route.on_fail
+            names, scopes = self._chain_content(chain)
             content: dict[str, Any] = {
                 "key": key,
                 "chain": (Chain.ON_PASS if passing else Chain.ON_FAIL).value,
-                "sources": [source.name for source in chain],
+                "sources": names,
             }
-            scopes = {s.name: s.component for s in chain if s.component is not None}
             if scopes:
                 content["scopes"] = scopes
             self._journal.emit(DISPATCHES, CONTROLLER, content, f"dispatch/{key}")
             if not chain and not passing:
                 self._escalate(entry, None, "empty_chain")
+
+    def _chain_content(
+        self, chain: tuple[KnowledgeSource, ...]
+    ) -> tuple[list[str], dict[str, str]]:
+        """The source names and scopes of a dispatch onto ``chain``.
+
+        One list and one dict per chain, shared by every dispatch record onto it until
+        the cycle commits (the records are encoded, never changed): a W1 cycle
+        dispatches every entry onto one chain.
+        """
+        cached = self._chains.get(id(chain))
+        if cached is None or cached[0] is not chain:
+            names = [source.name for source in chain]
+            scopes = {s.name: s.component for s in chain if s.component is not None}
+            cached = self._chains[id(chain)] = (chain, names, scopes)
+        return cached[1], cached[2]
 
     def _advance_ready(self) -> None:
         """Success handoff: move on every entry whose component source fixed its component."""
