@@ -63,6 +63,12 @@ class Pending(NamedTuple):
         """The record's content (a premise's value)."""
         return _content(self.proposal)
 
+    @property
+    def writer(self) -> str:
+        """Who writes the record."""
+        proposal = self.proposal
+        return (proposal.proposed if isinstance(proposal, Judged) else proposal).writer
+
 
 class Journal:
     """Records, batches, commits, fences and takes in other processes' writes.
@@ -89,6 +95,7 @@ class Journal:
         self.entry_checks: list[EntryCheck] = []
         self._state = Projection()
         self._pending: list[Pending] | None = None
+        self._flushed = 0
         self._focus: dict[str, None] | None = None
         self._claim_lost = False
         self._rebuild()
@@ -107,8 +114,18 @@ class Journal:
 
     @property
     def pending(self) -> int:
-        """How many records the open batch holds."""
+        """How many records the open batch holds (not yet committed)."""
         return 0 if self._pending is None else len(self._pending)
+
+    @property
+    def batching(self) -> bool:
+        """Whether a batch is open (a new ``batch()`` block would join it)."""
+        return self._pending is not None
+
+    @property
+    def decided(self) -> int:
+        """How many records the open batch decided: those it holds and those it flushed."""
+        return self._flushed + self.pending
 
     def partition(self, source: str) -> KeysView[str]:
         """The keys placed on ``source`` (within the focus, on a worker)."""
@@ -125,6 +142,18 @@ class Journal:
             yield
         finally:
             self._focus = before
+
+    def take_interrupted(self) -> tuple[str | None, dict[str, str]]:
+        """The committed attempts since the board's last cycle record, once; then forgotten.
+
+        Returns the source of the last of them (``None``: there are none) and each
+        attempted entry's source: where a cycle that committed part of its work and was
+        cut short (a crash, an error) had got to (docs/adr/0020).
+        """
+        state = self._state
+        taken = state.interrupted_source, state.interrupted
+        state.interrupted, state.interrupted_source = {}, None
+        return taken
 
     def take_claim_lost(self) -> bool:
         """Whether a fenced batch was refused since last asked (a claim was taken over)."""
@@ -164,6 +193,7 @@ class Journal:
             yield
             return
         self._pending = []
+        self._flushed = 0
         with _collector_paused():
             try:
                 yield
@@ -174,6 +204,21 @@ class Journal:
             pending, self._pending = self._pending, None
             if pending:
                 self._commit(pending)
+
+    def flush(self) -> bool:
+        """Commit the open batch's records now, in one transaction; the batch goes on.
+
+        For a controller cycle too big to hold until its end (``Controller``'s
+        ``commit_every``, docs/adr/0020). If the block raises later, what was flushed
+        stays written. False: the board did not take them as decided and the projection
+        was re-read; the caller must end the batch (its decisions rest on the old one).
+        """
+        if not self._pending:
+            return True
+        pending, self._pending = self._pending, []
+        landed = self._commit(pending)
+        self._flushed += len(pending)
+        return landed
 
     def record(self, sequence: int) -> Record | None:
         """The board's record at ``sequence``, read back from the store (None: not there)."""
