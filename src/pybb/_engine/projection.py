@@ -261,6 +261,10 @@ class Projection:
         self.cycle = 0
         self.cycle_version = 1
         self.head = 0
+        # Committed attempts read from the board since its last cycle record: what a
+        # cycle cut short after committing part of its work had done (docs/adr/0020).
+        self.interrupted: dict[str, str] = {}
+        self.interrupted_source: str | None = None
         # Every entry of a route has the same chain and scopes: one copy each.
         self._chains: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._scopes: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
@@ -282,6 +286,9 @@ class Projection:
         if region == CYCLE:
             self.cycle = int(content)
             self.cycle_version = version or self.cycle_version + 1
+            if self.interrupted_source is not None:
+                self.interrupted = {}
+                self.interrupted_source = None
             return
         if region == ENTRIES:
             self._entry(content)
@@ -367,6 +374,9 @@ class Projection:
             entry.judgement_error = content.get("error")
             entry.provisional = False
         self._retry_at(entry, content.get("retry_at"))
+        if sequence:  # read from the board, not decided here
+            self.interrupted[entry.key] = source
+            self.interrupted_source = source
         if entry.stage is _WORKING and entry.source == source:
             self._settle(entry)
 
