@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pybb import Blackboard, Controller
+from pybb import Blackboard, BlackboardEntry, Controller
+from pybb._engine.journal import Journal, Pending
 from pybb.errors import RouteError
 from pybb.workloads import Decrement, ZeroEven, less_than_3, w1, w1_expected, w1_outcomes
 
@@ -104,3 +105,36 @@ def test_in_process_w1_in_parts_reaches_w1s_outcomes(tmp_path: Path) -> None:
 def test_commit_every_must_be_a_positive_integer(bad: object) -> None:
     with pytest.raises(RouteError, match="commit_every must be a positive integer"):
         Controller(Blackboard(), commit_every=bad)  # type: ignore[arg-type]
+
+
+def test_a_batch_the_application_opened_around_the_run_stays_whole(tmp_path: Path) -> None:
+    commits: list[int] = []
+
+    class Counting(Journal):
+        def _commit(self, items: list[Pending]) -> bool:
+            commits.append(len(items))
+            return super()._commit(items)
+
+    class Board(Blackboard):
+        journal_class = Counting
+
+    board = Board(f"sqlite:///{tmp_path / 'w1.db'}", "w1")
+    controller = Controller(board, commit_every=5)
+    controller.register_predicate("less_than_3", less_than_3)
+    controller.route_predicate(
+        "less_than_3", on_fail=[Decrement("decrement", 3), ZeroEven("zero_even", 1)]
+    )
+    with board.batch():
+        for i in range(50):
+            board.write_entry(f"e{i}", BlackboardEntry(predicate="less_than_3", measurement=i % 10))
+        controller.run()
+    assert len(commits) == 1 and w1_outcomes(board) == w1_expected(50)
+    with board.batch():
+        for i in range(30):
+            board.write_entry(f"late{i}", BlackboardEntry(predicate="less_than_3", measurement=9))
+    commits.clear()
+    cycles = controller.cycle_count
+    controller.run()  # on its own, a cycle of more than 5 records commits in parts
+    assert len(commits) > 3 * (controller.cycle_count - cycles)
+    assert max(commits) <= 5 + 4  # an entry's step (at most 4 records here) is never cut
+    board.close()

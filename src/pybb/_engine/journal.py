@@ -337,14 +337,18 @@ class Journal:
 
     def _number(self, items: list[Pending], first: int) -> None:
         """Give escalations and resolutions their sequence numbers once committed."""
-        for offset, item in enumerate(items):
-            if item.region == ESCALATIONS:
-                escalated = self._state.entries[item.content["key"]]
+        for offset, (proposal, _) in enumerate(items):
+            if isinstance(proposal, Judged):
+                proposal = proposal.proposed
+            if not isinstance(proposal, ProposedContribution):
+                continue
+            if proposal.level == ESCALATIONS:
+                escalated = self._state.entries[proposal.content["key"]]
                 escalated.escalation_seq = first + offset
                 escalated.escalation = None  # the board holds it now (``record``)
-            elif item.region == RESOLUTIONS:
-                entry = self._state.entries[item.content["key"]]
-                entry.resolution = {**item.content, "sequence": first + offset}
+            elif proposal.level == RESOLUTIONS:
+                entry = self._state.entries[proposal.content["key"]]
+                entry.resolution = {**proposal.content, "sequence": first + offset}
 
 
 @contextmanager
