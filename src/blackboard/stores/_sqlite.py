@@ -94,6 +94,11 @@ _FIND_KEYS = (
     f"SELECT {_COLUMNS}, fingerprint FROM bb_records INDEXED BY bb_records_ikey"
     " WHERE board_id = ? AND ikey IN ({})"
 )
+_INSERT_RECORD = (
+    "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
+    " ikey, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_UNIQUE = "INSERT INTO bb_uniques (board_id, region, ukey, seq) VALUES (?, ?, ?, ?)"
 _TABLES = frozenset(
     {"bb_boards", "bb_records", "bb_premises", "bb_uniques", "bb_grants", "bb_claims"}
 )
@@ -509,14 +514,42 @@ class _SQLiteTxn:
         self._absent: set[str] = set()
         self._at: datetime | None = None
         self._at_seconds = 0.0
+        # Rows of bb_records and bb_uniques held back until flush(), which writes each
+        # table's with one executemany: one Cursor.execute per record was most of a
+        # batch's SQLite time. Nothing in the transaction reads those rows back from the
+        # tables: what it wrote is answered from _keys and _uniques instead.
+        self._rows: list[tuple[Any, ...]] = []
+        self._unique_rows: list[tuple[Any, ...]] = []
+        self._keys: dict[str, tuple[Record, str]] = {}  # key -> written in this transaction
+        self._uniques: dict[tuple[str | None, str], int] = {}
 
     def head(self) -> int:
         if self._head is None:
             self._head = self._stored_head = _head(self.cur, self.board_id)
         return self._head
 
+    def flush(self) -> None:
+        """Write the records and unique keys held back so far, one statement per table."""
+        if self._rows:
+            self._execute_many(_INSERT_RECORD, self._rows)
+            self._rows = []
+        if self._unique_rows:
+            self._execute_many(_INSERT_UNIQUE, self._unique_rows)
+            self._unique_rows = []
+
+    def _execute_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        # A cursor of its own, closed at once: executemany leaves its statement active,
+        # and an active statement keeps a connection that is closed as a last resort
+        # (SQLiteStore._rollback) open as a zombie that still holds the write lock.
+        cursor = self.cur.connection.cursor()
+        try:
+            cursor.executemany(sql, rows)
+        finally:
+            cursor.close()
+
     def finish(self) -> None:
-        """Write the head once for the whole batch (its records are already in)."""
+        """Write the held-back rows, then the head once for the whole batch."""
+        self.flush()
         if self._head is not None and self._head != self._stored_head:
             self.cur.execute(
                 "UPDATE bb_boards SET head = ? WHERE board_id = ?", (self._head, self.board_id)
@@ -547,6 +580,9 @@ class _SQLiteTxn:
         return None if row is None else int(row[0])
 
     def unique_holder(self, region: str, key: str) -> int | None:
+        mine = self._uniques.get((region, key))
+        if mine is not None:
+            return mine
         row = self.cur.execute(
             "SELECT seq FROM bb_uniques WHERE board_id = ? AND region = ? AND ukey = ?",
             (self.board_id, region, key),
@@ -579,6 +615,8 @@ class _SQLiteTxn:
             self._absent.update(key for key in chunk if key not in found)
 
     def find_key(self, key: str) -> tuple[Record, str] | None:
+        if key in self._keys:
+            return self._keys[key]
         if key in self._absent:
             return None
         if key in self._found:
@@ -590,15 +628,13 @@ class _SQLiteTxn:
         return None if row is None else (_record(row[:-1]), str(row[-1]))
 
     def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
-        cur, board = self.cur, self.board_id
-        if record.idempotency_key is not None:
-            # The key is taken now: find_key reads it back from the table, as before.
-            self._absent.discard(record.idempotency_key)
-        cur.execute(
-            "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
-            " ikey, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        key = record.idempotency_key
+        if key is not None:
+            # The key is taken now; find_key answers it from here until the commit.
+            self._keys[key] = (record, fingerprint)
+        self._rows.append(
             (
-                board,
+                self.board_id,
                 record.sequence,
                 record.kind._value_,  # what .value returns, without the enum property's call
                 record.region,
@@ -606,12 +642,18 @@ class _SQLiteTxn:
                 write.payload,
                 record.version,
                 self._timestamp(record.at),
-                record.idempotency_key,
+                key,
                 fingerprint,
-            ),
+            )
         )
-        if record.kind is not _LEVEL or write.unique_key is not None:
-            self._derive(record, write)  # a plain contribution derives nothing
+        if record.kind is _LEVEL:
+            if write.unique_key is not None:
+                self._uniques[(record.region, write.unique_key)] = record.sequence
+                self._unique_rows.append(
+                    (self.board_id, record.region, write.unique_key, record.sequence)
+                )
+        else:  # a plain contribution derives nothing; the other kinds are rare
+            self._derive(record, write)
         # The head row is written once per transaction, in finish().
         self._head = record.sequence
 
@@ -631,10 +673,7 @@ class _SQLiteTxn:
                 (board, region, record.sequence, record.version),
             )
         elif record.kind is _LEVEL and write.unique_key is not None:
-            cur.execute(
-                "INSERT INTO bb_uniques (board_id, region, ukey, seq) VALUES (?, ?, ?, ?)",
-                (board, region, write.unique_key, record.sequence),
-            )
+            cur.execute(_INSERT_UNIQUE, (board, region, write.unique_key, record.sequence))
         elif record.kind is _GRANT:
             cur.execute(
                 "INSERT OR IGNORE INTO bb_grants (board_id, agent, region) VALUES (?, ?, ?)",
