@@ -522,6 +522,8 @@ class _SQLiteTxn:
         self._unique_rows: list[tuple[Any, ...]] = []
         self._keys: dict[str, tuple[Record, str]] = {}  # key -> written in this transaction
         self._uniques: dict[tuple[str | None, str], int] = {}
+        # What prefetch_uniques found on the board before this transaction (None: free).
+        self._held: dict[tuple[str | None, str], int | None] = {}
 
     def head(self) -> int:
         if self._head is None:
@@ -579,10 +581,33 @@ class _SQLiteTxn:
         ).fetchone()
         return None if row is None else int(row[0])
 
+    def prefetch_uniques(self, pairs: Sequence[tuple[str | None, str]]) -> None:
+        """Look a batch's unique keys up in one query per region and 500 keys."""
+        by_region: dict[str | None, list[str]] = {}
+        for region, key in pairs:
+            by_region.setdefault(region, []).append(key)
+        for region, keys in by_region.items():
+            if region is None:
+                continue  # only a level has unique keys: unique_holder asks the table
+            unique = list(dict.fromkeys(keys))
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self.cur.execute(
+                    f"SELECT ukey, seq FROM bb_uniques WHERE board_id = ? AND region = ?"
+                    f" AND ukey IN ({marks})",
+                    (self.board_id, region, *chunk),
+                ).fetchall()
+                held = {str(ukey): int(seq) for ukey, seq in rows}
+                for key in chunk:
+                    self._held[(region, key)] = held.get(key)
+
     def unique_holder(self, region: str, key: str) -> int | None:
         mine = self._uniques.get((region, key))
         if mine is not None:
             return mine
+        if (region, key) in self._held:  # prefetched: under BEGIN IMMEDIATE it stays true
+            return self._held[(region, key)]
         row = self.cur.execute(
             "SELECT seq FROM bb_uniques WHERE board_id = ? AND region = ? AND ukey = ?",
             (self.board_id, region, key),
