@@ -436,3 +436,34 @@ def test_grant_and_revoke_are_sequenced(store_spec: StoreSpec) -> None:
     assert kinds[-3:] == [RecordKind.GRANT, RecordKind.LEVEL, RecordKind.REVOKE]
     with pytest.raises(WriterError, match="not a registered agent"):
         model.control.grant("stranger", "hypotheses")
+
+
+def test_writer_names_stay_checked_on_every_write() -> None:
+    """The control remembers names it found valid; every other name is still checked."""
+
+    class Name(str):
+        pass
+
+    model = create_model(regions=[Level("notes"), Premise("p")], premises={"p": 0})
+    control = model.control
+    bad_names: list[Any] = ["@board", "", "w\ud800", Name("@w1"), 7, None]
+
+    def refused() -> None:
+        for bad in bad_names:
+            with pytest.raises(WriterError, match="not a valid writer name"):
+                control.write(bad, "notes", {"x": 1})
+            with pytest.raises(WriterError, match="not a valid writer name"):
+                control.set_premise(bad, "p", 1, expected_version=1)
+
+    head = model.reader.head()
+    refused()
+    assert model.reader.head() == head
+    for i in range(5000):  # past the 4,096 names it remembers
+        assert isinstance(control.write(f"w{i}", "notes", {"i": i}), Written)
+    assert isinstance(control.write(Name("w1"), "notes", {"i": "again"}), Written)
+    head = model.reader.head()
+    refused()
+    with pytest.raises(UndeclaredRegionError):
+        control.write("w1", Name("nope"), {"x": 1})
+    assert isinstance(control.write("w1", Name("notes"), {"x": 1}), Written)
+    assert model.reader.head() == head + 1

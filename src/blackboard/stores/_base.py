@@ -211,7 +211,7 @@ def apply_writes(
             prefetch(keys)
     prefetch = getattr(txn, "prefetch_uniques", None)
     if prefetch is not None:
-        pairs = [(w.region, w.unique_key) for w in writes if w.unique_key is not None]
+        pairs = [(w.region, w.unique_key) for w in writes if w.unique_key and w.region]
         if pairs:
             prefetch(pairs)
     return [_apply_one(txn, write, at, every_print) for write in writes]

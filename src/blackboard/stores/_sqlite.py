@@ -523,7 +523,7 @@ class _SQLiteTxn:
         self._keys: dict[str, tuple[Record, str]] = {}  # key -> written in this transaction
         self._uniques: dict[tuple[str | None, str], int] = {}
         # What prefetch_uniques found on the board before this transaction (None: free).
-        self._held: dict[tuple[str | None, str], int | None] = {}
+        self._held: dict[tuple[str, str], int | None] = {}
 
     def head(self) -> int:
         if self._head is None:
@@ -581,14 +581,12 @@ class _SQLiteTxn:
         ).fetchone()
         return None if row is None else int(row[0])
 
-    def prefetch_uniques(self, pairs: Sequence[tuple[str | None, str]]) -> None:
-        """Look a batch's unique keys up in one query per region and 500 keys."""
-        by_region: dict[str | None, list[str]] = {}
+    def prefetch_uniques(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Look a batch's unique keys up in one query per level and 500 keys."""
+        by_region: dict[str, list[str]] = {}
         for region, key in pairs:
             by_region.setdefault(region, []).append(key)
         for region, keys in by_region.items():
-            if region is None:
-                continue  # only a level has unique keys: unique_holder asks the table
             unique = list(dict.fromkeys(keys))
             for start in range(0, len(unique), 500):
                 chunk = unique[start : start + 500]
