@@ -139,7 +139,12 @@ class Control:
         self._done = termination_predicate
         self._agents_only = agents_only
         self._max_bytes = max_content_bytes
-        self._level_what: dict[str, str] = {}  # level name -> how a ContentError names it
+        # A plain Level's name -> the level and how a ContentError names its content:
+        # built once per level, one look-up per write.
+        self._plain_levels: dict[str, tuple[Level, str]] = {}
+        # Writer names already found valid (exact str only, so no subclass can answer
+        # the look-up its own way); bounded, so that endless distinct names cost no memory.
+        self._valid_writers: set[str] = set()
         # Only agents that can be told anything: one without notify is never queued.
         self._subscribers: dict[str, list[Agent]] = {}
         for agent in agents.values():
@@ -440,25 +445,39 @@ class Control:
         raise _not_a_proposal(proposed)
 
     def _contribution(self, writer: str, name: str, content: Any, key: str | None) -> PendingWrite:
-        _check_writer(writer)
-        _check_key(key)
-        level = self._regions.get(name) if isinstance(name, str) else None
-        if type(level) is not Level:  # a plain Level is the common case: no kind to ask
-            level = self._region(name, "level")  # raises unless it is a level
-        assert isinstance(level, Level)
-        what = self._level_what.get(level.name)
-        if what is None:  # built once per level: every write names its content this way
-            what = self._level_what[level.name] = f"content for level {level.name!r}"
+        if type(writer) is not str or writer not in self._valid_writers:
+            self._check_writer(writer)
+        if key is not None:
+            _check_key(key)
+        found = self._plain_levels.get(name) if type(name) is str else None
+        if found is None:
+            found = self._plain_level(name)
+        level, what = found
         payload = self._encode(content, what)
         unique = None if level.unique is False else _unique_key(level, content, payload)
         return PendingWrite(
             _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer)
         )
 
+    def _check_writer(self, writer: object) -> None:
+        _check_writer(writer)
+        if type(writer) is str and len(self._valid_writers) < 4096:
+            self._valid_writers.add(writer)
+
+    def _plain_level(self, name: object) -> tuple[Level, str]:
+        region = self._region(name, "level")  # raises unless it is a level
+        assert isinstance(region, Level)
+        found = (region, f"content for level {region.name!r}")
+        if type(region) is Level and type(name) is str:
+            # A plain Level is the common case: its kind needs no asking next time.
+            self._plain_levels[name] = found
+        return found
+
     def _premise_write(
         self, writer: str, name: str, value: Any, expected_version: Any, key: str | None
     ) -> PendingWrite:
-        _check_writer(writer)
+        if type(writer) is not str or writer not in self._valid_writers:
+            self._check_writer(writer)
         _check_key(key)
         premise = self._region(name, "premise")
         assert isinstance(premise, Premise)

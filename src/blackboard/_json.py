@@ -5,9 +5,15 @@ from __future__ import annotations
 import json
 import json.encoder
 import reprlib
+from collections.abc import Callable
 from typing import Any
 
 from blackboard.errors import ContentError
+
+try:  # a faster encoder for the common case; json's own gives the same text without it
+    import orjson
+except ImportError:  # pragma: no cover - a dependency; kept optional for vendored copies
+    orjson = None  # type: ignore[assignment]
 
 __all__ = ["JSONValue", "decode", "encode", "is_utf8"]
 
@@ -30,6 +36,8 @@ _c_encoder: Any = (
         None, _encoder.default, json.encoder.encode_basestring, None, ":", ",", True, False, False
     )
 )
+_orjson_dumps: Callable[..., bytes] | None = None if orjson is None else orjson.dumps
+_SORT_KEYS = 0 if orjson is None else orjson.OPT_SORT_KEYS
 
 
 def encode(value: object, what: str) -> str:
@@ -39,7 +47,15 @@ def encode(value: object, what: str) -> str:
     values that survive a round trip unchanged are accepted: tuples, non-string keys and
     non-finite floats would come back different from a durable store, so they are refused.
     """
-    _check(value, what, 0)
+    if _check(value, what, 0) and _orjson_dumps is not None:
+        # Only exact dicts, lists, str, int, bool and None get here, where orjson writes
+        # the very text json does, 4-7x faster (tests/blackboard/test_canonical_json.py).
+        # Floats do not: orjson writes 1e-07 as 1e-7. It refuses ints past 64 bits and
+        # lone surrogates, which json's path below then encodes or reports as before.
+        try:
+            return _orjson_dumps(value, option=_SORT_KEYS).decode()
+        except TypeError:
+            pass
     try:
         # CPython always has the C encoder; _encoder.encode is the same text without it.
         text = _encoder.encode(value) if _c_encoder is None else "".join(_c_encoder(value, 0))
@@ -90,28 +106,35 @@ _MAX_DEPTH = 200
 _PLAIN = frozenset({str, int, bool, type(None)})  # exact types that are always JSON
 
 
-def _check(value: Any, what: str, depth: int) -> None:
+def _check(value: Any, what: str, depth: int) -> bool:
     """Refuse what JSON cannot keep; a fast path for exact dicts and lists of plain values.
 
     Skipping a plain child is the same as checking it while its depth is within bounds;
     at the bound every child must fail the depth check, so the general path runs.
+
+    Returns:
+        Whether ``value`` is made of exact dicts, lists, str, int, bool and None only
+        (no float, no subclass): the values orjson encodes as json does.
     """
     kind = type(value)
     if kind in _PLAIN and depth <= _MAX_DEPTH:
-        return
+        return True
+    exact = True
     if kind is dict and depth < _MAX_DEPTH:
         for key, item in value.items():
             if type(key) is not str:
                 _check_key(key, what)
-            if type(item) not in _PLAIN:
-                _check(item, what, depth + 1)
-        return
+                exact = False
+            if type(item) not in _PLAIN and not _check(item, what, depth + 1):
+                exact = False
+        return exact
     if kind is list and depth < _MAX_DEPTH:
         for item in value:
-            if type(item) not in _PLAIN:
-                _check(item, what, depth + 1)
-        return
+            if type(item) not in _PLAIN and not _check(item, what, depth + 1):
+                exact = False
+        return exact
     _check_any(value, what, depth)
+    return False
 
 
 def _check_key(key: object, what: str) -> None:

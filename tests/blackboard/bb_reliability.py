@@ -334,7 +334,10 @@ class SequenceFirstStore(SQLiteStore):
         first: int = self._run("take sequence numbers", take)
 
         def work(cur: sqlite3.Cursor) -> list[AppendOutcome]:
-            return apply_writes(_TakenNumbers(cur, board_id, first), writes, fence)
+            txn = _TakenNumbers(cur, board_id, first)
+            outcomes = apply_writes(txn, writes, fence)
+            txn.flush()  # the records it held back (its insert keeps the head itself)
+            return outcomes
 
         outcomes: list[AppendOutcome] = self._run("append", work)
         return outcomes

@@ -1,7 +1,8 @@
 """RA-03 ``store_fault_loop``, SQLite: fail the N-th store call, N = 1, 2, ... until done.
 
 The store runs on a real file through a ``sqlite3.Connection`` subclass whose
-``execute`` (and its cursors' ``execute``) raise ``sqlite3.OperationalError`` at the
+``execute`` (and its cursors' ``execute`` and ``executemany``) raise
+``sqlite3.OperationalError`` at the
 N-th call, before the statement reaches SQLite: once ("fail once") or from then on
 ("fail persistently"). Plus a real ``SQLITE_FULL`` from ``PRAGMA max_page_count``.
 For every N: the call succeeds or raises ``StoreError``; after a failed call the board
@@ -97,6 +98,12 @@ class FaultyCursor(sqlite3.Cursor):
         assert isinstance(connection, FaultyConnection)
         connection.plan.tick()
         return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> Self:
+        connection = self.connection
+        assert isinstance(connection, FaultyConnection)
+        connection.plan.tick()
+        return super().executemany(sql, seq_of_parameters)
 
 
 @dataclass

@@ -204,6 +204,34 @@ def test_unique_level_on_content_and_on_a_key(store_spec: StoreSpec) -> None:
     assert model.reader.head() == 2
 
 
+def test_unique_keys_in_big_batches(store_spec: StoreSpec) -> None:
+    """A batch's unique keys are judged against the board and against the batch itself.
+
+    Over 500 keys (the SQLite store looks a batch's keys up 500 at a time), one level's
+    key never blocks another level's, and a key is free again only on another level.
+    """
+    model = create_model(
+        regions=[Level("a", unique="id"), Level("b", unique="id")], store=store_spec.open()
+    )
+    first = [ProposedContribution("w", "a", {"id": f"k{i}"}) for i in range(0, 1200, 2)]
+    assert all(isinstance(r, Written) for r in model.control.write_all(first))
+    proposals = [
+        *(ProposedContribution("w", "a", {"id": f"k{i}"}) for i in range(1200)),  # odd ones free
+        *(ProposedContribution("w", "b", {"id": f"k{i}"}) for i in range(700)),  # another level
+        ProposedContribution("w", "a", {"id": "k1"}),  # a duplicate of this very batch
+        ProposedContribution("w", "b", {"id": "k699"}),
+    ]
+    results = model.control.write_all(proposals)
+    landed = [i for i, r in enumerate(results) if isinstance(r, Written)]
+    refused = [i for i, r in enumerate(results) if isinstance(r, Rejected)]
+    assert landed == [*range(1, 1200, 2), *range(1200, 1900)]
+    assert refused == [*range(0, 1200, 2), 1900, 1901]
+    assert all(results[i].cause is RejectionCause.DUPLICATE for i in refused)  # type: ignore[union-attr]
+    assert model.reader.head() == 600 + 600 + 700
+    again = model.control.write_all([ProposedContribution("w", "b", {"id": "k0"})])
+    assert isinstance(again[0], Rejected) and again[0].cause is RejectionCause.DUPLICATE
+
+
 def test_idempotency_key_repeat_returns_the_first_outcome(store_spec: StoreSpec) -> None:
     model = _model(store_spec)
     first = model.control.write("w", "findings", {"f": 1}, idempotency_key="k1")
@@ -408,3 +436,34 @@ def test_grant_and_revoke_are_sequenced(store_spec: StoreSpec) -> None:
     assert kinds[-3:] == [RecordKind.GRANT, RecordKind.LEVEL, RecordKind.REVOKE]
     with pytest.raises(WriterError, match="not a registered agent"):
         model.control.grant("stranger", "hypotheses")
+
+
+def test_writer_names_stay_checked_on_every_write() -> None:
+    """The control remembers names it found valid; every other name is still checked."""
+
+    class Name(str):
+        pass
+
+    model = create_model(regions=[Level("notes"), Premise("p")], premises={"p": 0})
+    control = model.control
+    bad_names: list[Any] = ["@board", "", "w\ud800", Name("@w1"), 7, None]
+
+    def refused() -> None:
+        for bad in bad_names:
+            with pytest.raises(WriterError, match="not a valid writer name"):
+                control.write(bad, "notes", {"x": 1})
+            with pytest.raises(WriterError, match="not a valid writer name"):
+                control.set_premise(bad, "p", 1, expected_version=1)
+
+    head = model.reader.head()
+    refused()
+    assert model.reader.head() == head
+    for i in range(5000):  # past the 4,096 names it remembers
+        assert isinstance(control.write(f"w{i}", "notes", {"i": i}), Written)
+    assert isinstance(control.write(Name("w1"), "notes", {"i": "again"}), Written)
+    head = model.reader.head()
+    refused()
+    with pytest.raises(UndeclaredRegionError):
+        control.write("w1", Name("nope"), {"x": 1})
+    assert isinstance(control.write("w1", Name("notes"), {"x": 1}), Written)
+    assert model.reader.head() == head + 1

@@ -145,6 +145,8 @@ class Transaction(Protocol):
       batch's idempotency keys before any :meth:`find_key`, so that a backend can look
       them all up in one query; :meth:`find_key` must still answer exactly as without it
       (the transaction holds the board, so what it read stays true until it ends).
+    - Likewise ``prefetch_uniques(pairs)``, with the batch's ``(region, unique_key)``
+      pairs, before any :meth:`unique_holder`.
     """
 
     def head(self) -> int:
@@ -207,6 +209,11 @@ def apply_writes(
         keys = [w.idempotency_key for w in writes if w.idempotency_key is not None]
         if keys:
             prefetch(keys)
+    prefetch = getattr(txn, "prefetch_uniques", None)
+    if prefetch is not None:
+        pairs = [(w.region, w.unique_key) for w in writes if w.unique_key and w.region]
+        if pairs:
+            prefetch(pairs)
     return [_apply_one(txn, write, at, every_print) for write in writes]
 
 

@@ -94,6 +94,14 @@ _FIND_KEYS = (
     f"SELECT {_COLUMNS}, fingerprint FROM bb_records INDEXED BY bb_records_ikey"
     " WHERE board_id = ? AND ikey IN ({})"
 )
+_INSERT_RECORD = (
+    "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
+    " ikey, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_UNIQUE = "INSERT INTO bb_uniques (board_id, region, ukey, seq) VALUES (?, ?, ?, ?)"
+# Held-back rows are written every this many records: a W1 cycle of 30,000 records held
+# whole put about 1 KiB an entry on the process's peak memory.
+_FLUSH_ROWS = 1000
 _TABLES = frozenset(
     {"bb_boards", "bb_records", "bb_premises", "bb_uniques", "bb_grants", "bb_claims"}
 )
@@ -509,14 +517,42 @@ class _SQLiteTxn:
         self._absent: set[str] = set()
         self._at: datetime | None = None
         self._at_seconds = 0.0
+        # Rows of bb_records and bb_uniques held back until flush(), which writes each
+        # table's with one executemany: one Cursor.execute per record was most of a
+        # batch's SQLite time. A look-up that must read those tables flushes first.
+        self._rows: list[tuple[Any, ...]] = []
+        self._unique_rows: list[tuple[Any, ...]] = []
+        # Per level, unique keys prefetch_uniques looked up (None: free) or this
+        # transaction took (their sequence).
+        self._held: dict[str, dict[str, int | None]] = {}
 
     def head(self) -> int:
         if self._head is None:
             self._head = self._stored_head = _head(self.cur, self.board_id)
         return self._head
 
+    def flush(self) -> None:
+        """Write the records and unique keys held back so far, one statement per table."""
+        if self._rows:
+            self._execute_many(_INSERT_RECORD, self._rows)
+            self._rows = []
+        if self._unique_rows:
+            self._execute_many(_INSERT_UNIQUE, self._unique_rows)
+            self._unique_rows = []
+
+    def _execute_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        # A cursor of its own, closed at once: executemany leaves its statement active,
+        # and an active statement keeps a connection that is closed as a last resort
+        # (SQLiteStore._rollback) open as a zombie that still holds the write lock.
+        cursor = self.cur.connection.cursor()
+        try:
+            cursor.executemany(sql, rows)
+        finally:
+            cursor.close()
+
     def finish(self) -> None:
-        """Write the head once for the whole batch (its records are already in)."""
+        """Write the held-back rows, then the head once for the whole batch."""
+        self.flush()
         if self._head is not None and self._head != self._stored_head:
             self.cur.execute(
                 "UPDATE bb_boards SET head = ? WHERE board_id = ?", (self._head, self.board_id)
@@ -546,7 +582,31 @@ class _SQLiteTxn:
         ).fetchone()
         return None if row is None else int(row[0])
 
+    def prefetch_uniques(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Look a batch's unique keys up in one query per level and 500 keys."""
+        by_region: dict[str, list[str]] = {}
+        for region, key in pairs:
+            by_region.setdefault(region, []).append(key)
+        for region, keys in by_region.items():
+            unique = list(dict.fromkeys(keys))
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self.cur.execute(
+                    f"SELECT ukey, seq FROM bb_uniques WHERE board_id = ? AND region = ?"
+                    f" AND ukey IN ({marks})",
+                    (self.board_id, region, *chunk),
+                ).fetchall()
+                found = {str(ukey): int(seq) for ukey, seq in rows}
+                held = self._held.setdefault(region, {})
+                for key in chunk:
+                    held[key] = found.get(key)
+
     def unique_holder(self, region: str, key: str) -> int | None:
+        held = self._held.get(region)
+        if held is not None and key in held:  # under BEGIN IMMEDIATE it stays true
+            return held[key]
+        self.flush()
         row = self.cur.execute(
             "SELECT seq FROM bb_uniques WHERE board_id = ? AND region = ? AND ukey = ?",
             (self.board_id, region, key),
@@ -583,6 +643,7 @@ class _SQLiteTxn:
             return None
         if key in self._found:
             return self._found[key]
+        self.flush()  # a key this transaction wrote may be in a held-back row
         row = self.cur.execute(
             f"SELECT {_COLUMNS}, fingerprint FROM bb_records WHERE board_id = ? AND ikey = ?",
             (self.board_id, key),
@@ -590,15 +651,13 @@ class _SQLiteTxn:
         return None if row is None else (_record(row[:-1]), str(row[-1]))
 
     def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
-        cur, board = self.cur, self.board_id
-        if record.idempotency_key is not None:
+        key = record.idempotency_key
+        if key is not None:
             # The key is taken now: find_key reads it back from the table, as before.
-            self._absent.discard(record.idempotency_key)
-        cur.execute(
-            "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
-            " ikey, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self._absent.discard(key)
+        self._rows.append(
             (
-                board,
+                self.board_id,
                 record.sequence,
                 record.kind._value_,  # what .value returns, without the enum property's call
                 record.region,
@@ -606,14 +665,22 @@ class _SQLiteTxn:
                 write.payload,
                 record.version,
                 self._timestamp(record.at),
-                record.idempotency_key,
+                key,
                 fingerprint,
-            ),
+            )
         )
-        if record.kind is not _LEVEL or write.unique_key is not None:
-            self._derive(record, write)  # a plain contribution derives nothing
+        if record.kind is _LEVEL:
+            if write.unique_key is not None:
+                self._held.setdefault(record.region or "", {})[write.unique_key] = record.sequence
+                self._unique_rows.append(
+                    (self.board_id, record.region, write.unique_key, record.sequence)
+                )
+        else:  # a plain contribution derives nothing; the other kinds are rare
+            self._derive(record, write)
         # The head row is written once per transaction, in finish().
         self._head = record.sequence
+        if len(self._rows) >= _FLUSH_ROWS:
+            self.flush()
 
     def _timestamp(self, at: datetime) -> float:
         # A batch's records share one admission time: convert it once, not per record.
@@ -631,10 +698,7 @@ class _SQLiteTxn:
                 (board, region, record.sequence, record.version),
             )
         elif record.kind is _LEVEL and write.unique_key is not None:
-            cur.execute(
-                "INSERT INTO bb_uniques (board_id, region, ukey, seq) VALUES (?, ?, ?, ?)",
-                (board, region, write.unique_key, record.sequence),
-            )
+            cur.execute(_INSERT_UNIQUE, (board, region, write.unique_key, record.sequence))
         elif record.kind is _GRANT:
             cur.execute(
                 "INSERT OR IGNORE INTO bb_grants (board_id, agent, region) VALUES (?, ?, ?)",
