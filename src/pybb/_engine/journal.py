@@ -32,7 +32,15 @@ from blackboard import (
     Written,
 )
 from pybb._engine.admission import PybbRule
-from pybb._engine.projection import CYCLE, ESCALATIONS, KINDS, RESOLUTIONS, Projection, View
+from pybb._engine.projection import (
+    CYCLE,
+    ESCALATIONS,
+    KINDS,
+    RESOLUTIONS,
+    Projection,
+    View,
+    base_key,
+)
 from pybb.errors import BoardClosedError
 
 __all__ = ["EntryCheck", "Journal", "Pending"]
@@ -273,9 +281,9 @@ class Journal:
         """Give escalations and resolutions their sequence numbers once committed."""
         for offset, item in enumerate(items):
             if item.region == ESCALATIONS:
-                self._state.entries[item.content["key"]].escalation_seq = first + offset
+                self._state.entries[base_key(item.content["key"])].escalation_seq = first + offset
             elif item.region == RESOLUTIONS:
-                entry = self._state.entries[item.content["key"]]
+                entry = self._state.entries[base_key(item.content["key"])]
                 entry.resolution = {**item.content, "sequence": first + offset}
 
 
@@ -305,9 +313,9 @@ _log = logging.getLogger("pybb")
 
 
 def entry_key(content: Any) -> str | None:
-    """The entry a record is about, if it names one."""
+    """The entry a record is about, if it names one (whatever generation of it)."""
     key = content.get("key") if isinstance(content, dict) else None
-    return key if isinstance(key, str) else None
+    return base_key(key) if isinstance(key, str) else None
 
 
 def _landed(results: list[WriteResult]) -> int | None:

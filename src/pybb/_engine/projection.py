@@ -23,6 +23,7 @@ __all__ = [
     "DISPATCHES",
     "ENTRIES",
     "ESCALATIONS",
+    "GENERATION_MARK",
     "HANDOFFS",
     "KINDS",
     "REGIONS",
@@ -32,6 +33,8 @@ __all__ = [
     "EntryState",
     "Projection",
     "View",
+    "base_key",
+    "record_key",
 ]
 
 ENTRIES = "pybb.entries"
@@ -74,6 +77,32 @@ KINDS = {
 }
 """Each region's name in ``HistoryEvent.kind``."""
 
+GENERATION_MARK = "\x1f"
+"""Joins an entry's key and its generation in the records of a reopened entry.
+
+Generation 1 (the entry as first written) keeps the plain key, so boards written before
+reopening existed read as they did; generation ``n`` > 1 writes ``<key>\x1f<n>``, which
+the unique levels and the idempotency keys then tell apart from the generations before
+it (``docs/adr/0019``). Entry keys may not hold the mark."""
+
+
+def record_key(key: str, generation: int) -> str:
+    """The key the records of ``generation`` of entry ``key`` carry."""
+    return key if generation == 1 else f"{key}{GENERATION_MARK}{generation}"
+
+
+def base_key(key: str) -> str:
+    """The entry a record key names (the key itself for a first generation)."""
+    cut = key.rfind(GENERATION_MARK)
+    return key if cut < 0 else key[:cut]
+
+
+def _split(key: str) -> tuple[str, int] | None:
+    base, mark, number = key.rpartition(GENERATION_MARK)
+    if not mark or not number.isdigit():
+        return None
+    return base, int(number)
+
 
 # Stage.X costs about 0.1 µs a look-up (the enum metaclass); these run per record and
 # per entry of every cycle.
@@ -90,6 +119,9 @@ class EntryState:
         "conditions",
         "escalation",
         "escalation_seq",
+        "first",
+        "generation",
+        "generations",
         "good_standing",
         "judgement_error",
         "key",
@@ -101,6 +133,8 @@ class EntryState:
         "position",
         "predicate",
         "provisional",
+        "record_key",
+        "reopening",
         "resolution",
         "result",
         "retry_at",
@@ -133,6 +167,11 @@ class EntryState:
         self.escalation: Mapping[str, Any] | None = None
         self.escalation_seq = 0
         self.resolution: Mapping[str, Any] | None = None
+        self.first: Any = content["measurement"]  # as first written: write_entry's repeat check
+        self.generation = 1
+        self.record_key = self.key
+        self.reopening: Mapping[str, Any] | None = None  # the record that opened this generation
+        self.generations: list[Mapping[str, Any]] = []  # the generations before, as they ended
 
     @property
     def source(self) -> str | None:
@@ -267,13 +306,61 @@ class Projection:
             self.cycle_version = version or self.cycle_version + 1
             return
         if region == ENTRIES:
-            self._entry(content)
+            if "generation" in content:
+                self._reopen(content, sequence)
+            else:
+                self._entry(content)
             return
         applier = self._appliers.get(region)
         key = content.get("key") if isinstance(content, dict) else None
-        entry = self.entries.get(key) if isinstance(key, str) else None
+        entry = self._entry_of(key) if isinstance(key, str) else None
         if applier is not None and entry is not None:
             applier(entry, content, sequence)
+
+    def _entry_of(self, key: str) -> EntryState | None:
+        """The entry a record is about, if the record is of its current generation."""
+        entry = self.entries.get(key)
+        if entry is not None:
+            return entry if entry.generation == 1 else None  # a first generation's, too late
+        split = _split(key) if GENERATION_MARK in key else None
+        if split is None:
+            return None
+        entry = self.entries.get(split[0])
+        return entry if entry is not None and entry.generation == split[1] else None
+
+    def _reopen(self, content: Mapping[str, Any], sequence: int) -> None:
+        """Open the next generation of an entry: a fresh measurement, its chain to run again."""
+        split = _split(content["key"])
+        entry = None if split is None else self.entries.get(split[0])
+        if entry is None or split is None or split[1] != entry.generation + 1:
+            return  # not the next generation of an entry on the board: nothing to open
+        self._leave(entry)
+        entry.generations.append(
+            {
+                "generation": entry.generation,
+                "escalation": entry.escalation,
+                "escalation_seq": entry.escalation_seq,
+                "resolution": entry.resolution,
+                "stage": entry.stage.value,
+                "reopening": entry.reopening,
+            }
+        )
+        entry.generation = split[1]
+        entry.record_key = content["key"]
+        entry.reopening = {**content, "sequence": sequence}
+        entry.measurement = entry.original = content["measurement"]
+        entry.result = entry.original_result = None
+        entry.good_standing = entry.provisional = False
+        entry.judgement_error = None
+        entry.chain_name, entry.chain, entry.scopes, entry.position = None, (), {}, 0
+        entry.ks_history = {}
+        entry.attempts = []
+        entry.escalation, entry.escalation_seq, entry.resolution = None, 0, None
+        self.unescalated.pop(entry.key, None)
+        self.undispatched.pop(entry.key, None)
+        self._move(entry, Segment.CERTIFY)
+        self._stage(entry, Stage.NEW)
+        self.dirty[entry.key] = None
 
     def _entry(self, content: Mapping[str, Any]) -> None:
         entry = EntryState(content)
