@@ -21,7 +21,7 @@ from supervision_support import twin_fleet
 from pybb import Chain, Stage
 from pybb.attestation import Evidence, Reason, generate_fleet, load_fleet, save_fleet
 from pybb.human import answer, ask_states
-from pybb.supervision import applied_answers, remeasure_requests
+from pybb.supervision import applied_answers, human_record, remeasure_requests
 from pybb.supervision.attestation import REMEASURE, SupervisedAttestation
 
 
@@ -98,6 +98,9 @@ def test_fresh_evidence_that_passes_goes_through_the_tree_again(tmp_path: Path) 
         assert (opened.data["by"], opened.data["note"]) == ("human:alice", "reboot it")
         assert opened.data["after"]["escalation"] == escalated.sequence
         assert [r["key"] for r in remeasure_requests(board)] == ["first"]
+        record = human_record(board)["first"]  # who decided what: the first generation's
+        assert record.escalation_id == escalated.id and record.decision is not None
+        assert (record.decision.by, record.decision.decision) == ("human:alice", REMEASURE)
         assert session.remeasure() == []  # once
 
 
@@ -139,6 +142,8 @@ def test_fresh_evidence_that_still_fails_is_escalated_again_and_asked_again(
         assert decision.ask_id in {a.ask_id for a in session.run.open_asks()}
         assert _asks_for(session, "first") == [*before, decision.ask_id]
         assert session.run.supervisor.decision(first.id) is not None  # the first one stays
+        record = human_record(board)["first"]  # the report reads the latest escalation
+        assert (record.escalation_id, record.ask_id) == (again.id, decision.ask_id)
         # The new ask can send it back again: a request of its own, for the new escalation.
         answer(board.model.control, "human:bob", decision.ask_id, REMEASURE)
         session.run.poll()
