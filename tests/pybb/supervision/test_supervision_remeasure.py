@@ -210,3 +210,52 @@ def test_with_a_challenge_only_evidence_over_the_new_nonce_runs_it_again(tmp_pat
             entry = board.get_entry("first")
             assert (entry.stage, entry.generation) == (Stage.GOOD, 2)
             assert list(session.challenges()) == ["first"]  # one challenge for one request
+
+
+_POLL = """
+import sys
+from pybb.attestation import load_fleet
+from pybb.supervision.attestation import SupervisedAttestation
+
+folder, store, board_id = sys.argv[1:4]
+with SupervisedAttestation(load_fleet(folder), store=store, board_id=board_id) as session:
+    print(session.attestation.blackboard.get_entry("first").generation, flush=True)
+    sys.stdin.readline()  # every process has opened the board: poll together
+    session.run.poll()
+"""
+
+
+def test_processes_polling_at_once_run_it_again_once(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    store = f"sqlite:///{tmp_path / 'procs.db'}"
+    session, folder = _sent_back(tmp_path, "procs", store=store)
+    board_id = session.board_id
+    like = session.attestation.fleet.load("first")
+    session.close()
+    _measured_again(folder, _evidence("tampered_component", like, 7))
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-c", _POLL, str(folder), store, board_id]
+    pipe = subprocess.PIPE
+    children = [
+        subprocess.Popen(command, env=env, stdin=pipe, stdout=pipe, stderr=pipe) for _ in range(4)
+    ]
+    for child in children:  # each saw the device as it was sent back: all of them race
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"1\n"
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
+    for child in children:
+        _, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()
+    with SupervisedAttestation(load_fleet(folder), store=store) as again:
+        history = again.attestation.blackboard.get_history("first")
+        assert [e.data.get("generation") for e in history if e.kind == "entry"] == [None, 2]
+        assert sum(1 for e in history if e.kind == "escalation") == 2
+        asks = _asks_for(again, "first")
+        assert len(asks) == 2 and len(set(asks)) == 2
