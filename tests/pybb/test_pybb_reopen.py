@@ -127,6 +127,10 @@ def test_fresh_evidence_that_still_fails_is_escalated_again_as_a_new_escalation(
     assert board.get_entry("dev").generation == 2
     assert kinds(board).count(("escalation", 1)) == 1
     assert kinds(board).count(("escalation", 2)) == 1
+    # The new escalation is resolved like any: its own resolution, under the entry's key.
+    resolution = run.resolve("dev", "keep", by="bob", at=AT)
+    assert (resolution.key, board.get_entry("dev").stage) == ("dev", Stage.RESOLVED)
+    assert kinds(board).count(("resolution", 2)) == 1
 
 
 def test_a_resolved_entry_reopens_and_keeps_its_resolution_in_history(open_board: Any) -> None:

@@ -81,7 +81,7 @@ GENERATION_MARK = "\x1f"
 """Joins an entry's key and its generation in the records of a reopened entry.
 
 Generation 1 (the entry as first written) keeps the plain key, so boards written before
-reopening existed read as they did; generation ``n`` > 1 writes ``<key>\x1f<n>``, which
+reopening existed read as they did; generation ``n`` > 1 writes ``<key>`` U+001F ``<n>``, which
 the unique levels and the idempotency keys then tell apart from the generations before
 it (``docs/adr/0019``). Entry keys may not hold the mark."""
 
@@ -119,7 +119,6 @@ class EntryState:
         "conditions",
         "escalation",
         "escalation_seq",
-        "first",
         "generation",
         "generations",
         "good_standing",
@@ -167,11 +166,17 @@ class EntryState:
         self.escalation: Mapping[str, Any] | None = None
         self.escalation_seq = 0
         self.resolution: Mapping[str, Any] | None = None
-        self.first: Any = content["measurement"]  # as first written: write_entry's repeat check
         self.generation = 1
         self.record_key = self.key
         self.reopening: Mapping[str, Any] | None = None  # the record that opened this generation
-        self.generations: list[Mapping[str, Any]] = []  # the generations before, as they ended
+        # The generations before, as they ended (a tuple: the empty one is shared, and a
+        # board of a million entries that never reopen pays no list each).
+        self.generations: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def first(self) -> Any:
+        """The measurement as first written (before any reopening)."""
+        return self.generations[0]["original"] if self.generations else self.original
 
     @property
     def source(self) -> str | None:
@@ -313,15 +318,16 @@ class Projection:
             return
         applier = self._appliers.get(region)
         key = content.get("key") if isinstance(content, dict) else None
-        entry = self._entry_of(key) if isinstance(key, str) else None
+        entry = self.entries.get(key) if isinstance(key, str) else None
+        if entry is None:
+            entry = self._later_generation(key) if isinstance(key, str) else None
+        elif entry.generation != 1:
+            entry = None  # a record of its first generation, come after it was reopened
         if applier is not None and entry is not None:
             applier(entry, content, sequence)
 
-    def _entry_of(self, key: str) -> EntryState | None:
-        """The entry a record is about, if the record is of its current generation."""
-        entry = self.entries.get(key)
-        if entry is not None:
-            return entry if entry.generation == 1 else None  # a first generation's, too late
+    def _later_generation(self, key: str) -> EntryState | None:
+        """The entry a record key ``<key>`` U+001F ``<n>`` names, if ``n`` is its generation now."""
         split = _split(key) if GENERATION_MARK in key else None
         if split is None:
             return None
@@ -335,16 +341,16 @@ class Projection:
         if entry is None or split is None or split[1] != entry.generation + 1:
             return  # not the next generation of an entry on the board: nothing to open
         self._leave(entry)
-        entry.generations.append(
-            {
-                "generation": entry.generation,
-                "escalation": entry.escalation,
-                "escalation_seq": entry.escalation_seq,
-                "resolution": entry.resolution,
-                "stage": entry.stage.value,
-                "reopening": entry.reopening,
-            }
-        )
+        ended = {
+            "generation": entry.generation,
+            "original": entry.original,
+            "escalation": entry.escalation,
+            "escalation_seq": entry.escalation_seq,
+            "resolution": entry.resolution,
+            "stage": entry.stage.value,
+            "reopening": entry.reopening,
+        }
+        entry.generations = (*entry.generations, ended)
         entry.generation = split[1]
         entry.record_key = content["key"]
         entry.reopening = {**content, "sequence": sequence}
