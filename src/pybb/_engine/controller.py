@@ -50,9 +50,9 @@ __all__ = ["Controller", "Predicate", "Route"]
 
 def _opened_under(entry: EntryState, once: str) -> int | None:
     """The generation of ``entry`` opened under the idempotency key ``once``, if any."""
-    openings = [g.get("reopening") for g in entry.generations] + [entry.reopening]
-    for opening in openings:
-        if opening is not None and opening.get("once") == once:
+    for ended in entry.generations:
+        opening = ended["next"]
+        if opening.get("once") == once:
             return int(opening["generation"])
     return None
 

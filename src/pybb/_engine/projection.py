@@ -119,7 +119,6 @@ class EntryState:
         "conditions",
         "escalation",
         "escalation_seq",
-        "generation",
         "generations",
         "good_standing",
         "judgement_error",
@@ -132,8 +131,6 @@ class EntryState:
         "position",
         "predicate",
         "provisional",
-        "record_key",
-        "reopening",
         "resolution",
         "result",
         "retry_at",
@@ -166,12 +163,26 @@ class EntryState:
         self.escalation: Mapping[str, Any] | None = None
         self.escalation_seq = 0
         self.resolution: Mapping[str, Any] | None = None
-        self.generation = 1
-        self.record_key = self.key
-        self.reopening: Mapping[str, Any] | None = None  # the record that opened this generation
-        # The generations before, as they ended (a tuple: the empty one is shared, and a
-        # board of a million entries that never reopen pays no list each).
+        # The generations before this one, as they ended, each with the record that opened
+        # the next (one slot, a tuple: the empty one is shared, so a board of a million
+        # entries that never reopen pays a pointer each).
         self.generations: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def generation(self) -> int:
+        """1 as first written, one more at each reopening."""
+        return len(self.generations) + 1
+
+    @property
+    def record_key(self) -> str:
+        """The key this generation's records carry (see :func:`record_key`)."""
+        generations = self.generations
+        return self.key if not generations else record_key(self.key, len(generations) + 1)
+
+    @property
+    def reopening(self) -> Mapping[str, Any] | None:
+        """The record that opened this generation (``None`` for the first)."""
+        return self.generations[-1]["next"] if self.generations else None
 
     @property
     def first(self) -> Any:
@@ -321,7 +332,7 @@ class Projection:
         entry = self.entries.get(key) if isinstance(key, str) else None
         if entry is None:
             entry = self._later_generation(key) if isinstance(key, str) else None
-        elif entry.generation != 1:
+        elif entry.generations:
             entry = None  # a record of its first generation, come after it was reopened
         if applier is not None and entry is not None:
             applier(entry, content, sequence)
@@ -348,12 +359,9 @@ class Projection:
             "escalation_seq": entry.escalation_seq,
             "resolution": entry.resolution,
             "stage": entry.stage.value,
-            "reopening": entry.reopening,
+            "next": {**content, "sequence": sequence},
         }
         entry.generations = (*entry.generations, ended)
-        entry.generation = split[1]
-        entry.record_key = content["key"]
-        entry.reopening = {**content, "sequence": sequence}
         entry.measurement = entry.original = content["measurement"]
         entry.result = entry.original_result = None
         entry.good_standing = entry.provisional = False
