@@ -201,6 +201,8 @@ def test_reopen_refuses_what_it_cannot_do_and_writes_nothing(open_board: Any) ->
         run.reopen("dev", None, by="alice")
     with pytest.raises(ReopenError, match=r"components \['a'\]"):
         run.reopen("parts", {"b": 1}, by="alice")
+    with pytest.raises(ReopenError, match="takes no conditions"):
+        run.reopen("dev", 5, by="alice", conditions={"a": "pos"})
     assert board.get_entry("dev").generation == 1
     assert [e.kind for e in board.get_history() if e.sequence > head].count("entry") == 0
     with pytest.raises(EntryError, match="U\\+001F"):
@@ -235,3 +237,18 @@ def test_a_controller_that_has_not_seen_the_reopening_opens_nothing(
         assert kinds(one).count(("entry", 2)) == 1
         assert kinds(one).count(("attempt", 2)) == 2
         assert kinds(one).count(("escalation", 2)) == 1
+
+
+def test_a_fresh_measurement_with_other_components_brings_its_conditions(open_board: Any) -> None:
+    board = open_board("t")
+    run = controller(board)
+    first = BlackboardEntry(conditions={"a": "pos"}, measurement={"a": -9})
+    board.write_entry("parts", first)
+    run.run()
+    assert run.reopen("parts", {"b": 1}, by="alice", conditions={"b": "pos"}) == 2
+    run.run()
+    entry = board.get_entry("parts")
+    assert (entry.stage, entry.conditions, entry.measurement) == (
+        Stage.GOOD, {"b": "pos"}, {"b": 1},
+    )  # fmt: skip
+    board.write_entry("parts", first)  # the entry as first written: still a repeat

@@ -383,6 +383,7 @@ class Controller(CycleSteps):
         at: datetime | None = None,
         note: str | None = None,
         idempotency_key: str | None = None,
+        conditions: Mapping[str, str] | None = None,
     ) -> int:
         """Open the next generation of a settled entry: its route runs again on ``measurement``.
 
@@ -407,6 +408,9 @@ class Controller(CycleSteps):
             at: When (timezone-aware; default now).
             note: Why, for the history (at most 2,000 characters).
             idempotency_key: Reopens at most once under this key.
+            conditions: For a component-wise entry whose fresh measurement has other
+                components (a device whose evidence now fails to load), its conditions;
+                by default the entry's own.
 
         Returns:
             The generation the entry now stands at (2 after its first reopening).
@@ -425,7 +429,7 @@ class Controller(CycleSteps):
         opened = _opened_under(entry, once)
         if opened is not None:
             return opened
-        content = reopen_content(entry, measurement, by, at, note, once)
+        content = reopen_content(entry, measurement, by, at, note, once, conditions)
         try:
             self._journal.emit(ENTRIES, self.blackboard.writer, content, once)
         except IdempotencyKeyError:

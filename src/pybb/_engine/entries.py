@@ -134,7 +134,8 @@ def copy_json(key: str, value: Any, what: str) -> Any:
 def same_entry(state: EntryState, content: Mapping[str, Any]) -> bool:
     return (
         state.predicate == content.get("predicate")
-        and state.conditions == content.get("conditions")
+        and (state.generations[0]["conditions"] if state.generations else state.conditions)
+        == content.get("conditions")
         and state.first == content["measurement"]
         and state.origin is Segment(content["segment"])
     )
@@ -177,7 +178,13 @@ MAX_NOTE = 2_000
 
 
 def reopen_content(
-    state: EntryState, measurement: Any, by: object, at: object, note: object, once: str
+    state: EntryState,
+    measurement: Any,
+    by: object,
+    at: object,
+    note: object,
+    once: str,
+    conditions: object = None,
 ) -> dict[str, Any]:
     """The record of the entry's next generation: the fresh measurement, who, when, why.
 
@@ -202,10 +209,15 @@ def reopen_content(
         raise ReopenError(key, f"note must be a string of at most {MAX_NOTE} characters")
     if measurement is None:
         raise ReopenError(key, "it needs the fresh measurement to run its route on")
+    if conditions is not None and state.conditions is None:
+        raise ReopenError(
+            key, "it judges a single measurement with a predicate; it takes no conditions"
+        )
     try:
         copied = copy_value(measurement)
         if state.conditions is not None:
-            check_conditions(key, state.conditions, copied)
+            judged = state.conditions if conditions is None else conditions
+            fresh_conditions = check_conditions(key, judged, copied)
     except NotJSONError as exc:
         raise ReopenError(key, f"the fresh measurement {exc}") from None
     except EntryError as exc:
@@ -222,7 +234,7 @@ def reopen_content(
         "once": once,
     }
     if state.conditions is not None:
-        content["conditions"] = dict(state.conditions)
+        content["conditions"] = fresh_conditions
     else:
         content["predicate"] = state.predicate
     if note:

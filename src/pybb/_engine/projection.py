@@ -355,6 +355,7 @@ class Projection:
         ended = {
             "generation": entry.generation,
             "original": entry.original,
+            "conditions": entry.conditions,
             "escalation": entry.escalation,
             "escalation_seq": entry.escalation_seq,
             "resolution": entry.resolution,
@@ -363,6 +364,8 @@ class Projection:
         }
         entry.generations = (*entry.generations, ended)
         entry.measurement = entry.original = content["measurement"]
+        if "conditions" in content:  # the fresh measurement may have other components
+            entry.conditions = content["conditions"]
         entry.result = entry.original_result = None
         entry.good_standing = entry.provisional = False
         entry.judgement_error = None

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,7 +38,7 @@ from buddhi import (
     Spend,
 )
 from buddhi.reference import DEFAULT_CAUSES, DEFAULT_EFFORTS
-from pybb import Blackboard, Controller, Escalation
+from pybb import Blackboard, BlackboardEntry, Controller, Escalation
 from pybb.attestation import (
     Allowlist,
     Attestation,
@@ -84,6 +85,8 @@ QUARANTINE = "quarantine"
 """The option id of "Quarantine the device"."""
 REMEASURE = "remeasure"
 """The option id of "Re-measure the device"."""
+
+_log = logging.getLogger("pybb.supervision")
 
 DEFAULT_ASKS = 20
 """The default budget of an attestation run: twenty asks."""
@@ -387,26 +390,39 @@ class SupervisedAttestation:
             key = request["key"]
             if not _awaits(board, request):
                 continue
-            nonce = self._challenge_once(key, request) if self._challenge is not None else None
-            fresh = self._fresh(key, nonce)
-            if fresh is None or fresh == board.get_entry(key).original_measurement:
-                continue  # nothing new yet: the device has not been measured again
-            once = request.get("escalation") or request.get("ask_id") or key
-            controller.reopen(
-                key,
-                fresh,
-                by=str(request["by"]),
-                at=datetime.fromisoformat(str(request["at"])),
-                note=str(request.get("note") or "") or None,
-                idempotency_key=f"remeasure/{once}"[:256],
-            )
-            done.append(key)
+            try:
+                if self._run_again(controller, request):
+                    done.append(key)
+            except Exception:  # one device's trouble must not stop the others' re-measure
+                _log.exception("could not re-measure %s; it is tried again at the next poll", key)
         if done:
             controller.run()  # the devices run again now; escalations reach the supervisor
             self.run.supervisor.flush()
         return done
 
-    def _fresh(self, key: str, nonce: bytes | None) -> Any:
+    def _run_again(self, controller: Controller, request: Mapping[str, Any]) -> bool:
+        """Open the device's next generation if its fresh evidence arrived; whether it did."""
+        key = request["key"]
+        nonce = self._challenge_once(key, request) if self._challenge is not None else None
+        fresh = self._fresh(key, nonce)
+        if (
+            fresh is None
+            or fresh.measurement == controller.blackboard.get_entry(key).original_measurement
+        ):
+            return False  # nothing new yet: the device has not been measured again
+        once = request.get("escalation") or request.get("ask_id") or key
+        controller.reopen(
+            key,
+            fresh.measurement,
+            by=str(request["by"]),
+            at=datetime.fromisoformat(str(request["at"])),
+            note=str(request.get("note") or "") or None,
+            idempotency_key=f"remeasure/{once}"[:256],
+            conditions=fresh.conditions,
+        )
+        return True
+
+    def _fresh(self, key: str, nonce: bytes | None) -> BlackboardEntry | None:
         """The device's measurement from its evidence now; with a challenge, only if answered."""
         if nonce is not None:
             try:
@@ -416,7 +432,7 @@ class SupervisedAttestation:
             signed = evidence.signed
             if signed is None or signed.nonce != nonce:
                 return None
-        return self.attestation.fresh_entry(key).measurement
+        return self.attestation.fresh_entry(key)
 
     def challenges(self) -> dict[str, str]:
         """The fresh nonces (hex) issued to devices sent back for re-measuring (the latest)."""

@@ -154,6 +154,20 @@ def test_fresh_evidence_that_still_fails_is_escalated_again_and_asked_again(
         assert board.get_entry("first").stage is Stage.GOOD
 
 
+def test_fresh_evidence_that_cannot_be_loaded_is_escalated_again_for_it(tmp_path: Path) -> None:
+    session, folder = _sent_back(tmp_path, "broken")
+    with session:
+        board = session.attestation.blackboard
+        (folder / "devices" / "first.json").write_text("{not json", encoding="utf-8")
+        assert session.remeasure() == ["first"]
+        entry = board.get_entry("first")
+        assert (entry.stage, entry.generation, list(entry.measurement)) == (
+            Stage.ESCALATED, 2, ["evidence"],
+        )  # fmt: skip
+        assert _line(session, "first")["reason"] == "bad_evidence"
+        assert len(_asks_for(session, "first")) == 2
+
+
 def test_two_sessions_polling_one_board_and_a_restart_run_it_once(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'once.db'}"
     session, folder = _sent_back(tmp_path, "once", store=store)
