@@ -4,9 +4,12 @@ Run: ``python bench/inbox_page.py [--asks N] [--repeat R] [--shared K]``. A SQLi
 N open asks shaped like an attestation run's (title, a report of about 1.5 KB, the tier
 report with its findings); ``--shared K`` gives K of them one root cause (one group),
 the rest each their own. The real inbox is served by uvicorn on loopback; Debian's
-Chromium logs in and loads ``/`` R times. Printed: the page's HTML size, the server's
-time to render it, and Chromium's time from navigation to the load event (best and
-median of R). Targets (issue 15): under 300 KB and under 1 s. A benchmark, not a test.
+Chromium logs in and loads ``/`` R times. Every ask carries its deadline and default, and
+is assigned (the signed-in person's own, their team's, another team's), and the board
+keeps people and reassignments, so every card has its reassign form. Printed: the page's
+HTML size, the server's time to render it, and Chromium's time from navigation to the
+load event (best and median of R). Targets (issue 15): under 300 KB and under 1 s. A
+benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -21,8 +24,31 @@ from pathlib import Path
 import httpx
 
 from blackboard import Premise, create_model
-from pybb.human import HUMAN_REGIONS, Ask, Option, answer_rule, compose_rules, post_ask
+from pybb.human import (
+    HUMAN_REGIONS,
+    PEOPLE_REGIONS,
+    Ask,
+    AssignmentPolicy,
+    AssignRule,
+    DeadlinePolicy,
+    Option,
+    Person,
+    answer_rule,
+    compose_rules,
+    post_ask,
+    set_person,
+)
 from pybb.inbox import InboxServer, TokenTable, create_app
+
+# Every card as it is at its heaviest: a deadline and default, an assignee, a reassign form.
+DEADLINES = DeadlinePolicy(default="quarantine")
+ROUTES = AssignmentPolicy(
+    rules=(
+        AssignRule("human:bench", klass="rhel9-shim"),
+        AssignRule("team:ops", klass="arch-linux"),
+    ),
+    default="team:triage",
+)
 
 CHROMIUM = "/usr/bin/chromium"
 _REPORT = (
@@ -86,19 +112,21 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         model = create_model(
-            regions=[*HUMAN_REGIONS, Premise("budget")],
+            regions=[*HUMAN_REGIONS, *PEOPLE_REGIONS, Premise("budget")],
             premises={"budget": {"fleet": {"spent": args.asks, "ceiling": args.asks + 20}}},
             admission_rule=compose_rules(answer_rule),
             store=f"sqlite:///{Path(folder) / 'run.db'}",
             board_id="bench-inbox",
         )
         now = datetime.now(UTC)
+        for who, team in (("bench", "ops"), ("bob", "ops"), ("carol", "triage")):
+            set_person(model.control, Person(f"human:{who}", teams=(team,)), writer="admin")
         for n in range(args.asks):
-            post_ask(model.control, make_ask(n, n < args.shared, now))
+            post_ask(model.control, DEADLINES.stamp(make_ask(n, n < args.shared, now)))
         tokens = TokenTable()
         token = tokens.issue("bench")
         server = InboxServer("127.0.0.1", 0, quiet=True)
-        with server.running(create_app(model, tokens)) as served:
+        with server.running(create_app(model, tokens, assignment=ROUTES)) as served:
             url = served.rstrip("/")
             with httpx.Client(base_url=url) as client:
                 client.post("/login", data={"token": token})

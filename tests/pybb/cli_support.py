@@ -42,13 +42,17 @@ def pybb_command(*args: str) -> list[str]:
 
 
 def run(
-    *args: str, cwd: Path, timeout: float = 180, check: int | None = None
+    *args: str,
+    cwd: Path,
+    timeout: float = 180,
+    check: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``pybb ARGS`` to its end; ``check``: the exit status it must have."""
+    """Run ``pybb ARGS`` to its end; ``check``: the exit status it must have; ``env``: more."""
     done = subprocess.run(
         pybb_command(*args),
         cwd=cwd,
-        env=environment(),
+        env=environment(**(env or {})),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -104,11 +108,11 @@ def devices_of(report: Path | str) -> list[dict[str, Any]]:
 class Child:
     """A running ``pybb`` command whose stderr (and stdout) lines are read as they come."""
 
-    def __init__(self, args: Sequence[str], cwd: Path) -> None:
+    def __init__(self, args: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             pybb_command(*args),
             cwd=cwd,
-            env=environment(),
+            env=environment(**(env or {})),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

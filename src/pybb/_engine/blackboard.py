@@ -34,6 +34,7 @@ from pybb._engine.projection import (
     CHANGES,
     CYCLE,
     ENTRIES,
+    ESCALATIONS,
     REGIONS,
     RESOLUTIONS,
     RESTORES,
@@ -52,6 +53,7 @@ from pybb._engine.types import (
     Stage,
 )
 from pybb.errors import (
+    EntryError,
     EntryNotFoundError,
     ResolutionError,
     SourceError,
@@ -264,9 +266,22 @@ class Blackboard:
     def get_escalation(self, key: str) -> Escalation | None:
         """The escalation of ``key``, if it was escalated by the controller."""
         state = self._entry(key)
-        if state.escalation is None:
+        content = state.escalation
+        if state.escalation_seq:
+            # The projection keeps no committed escalation's content (a report with every
+            # attempt, the largest thing an escalated entry has): it is read back.
+            record = self.journal.record(state.escalation_seq)
+            if record is None or record.region != ESCALATIONS:
+                raise EntryError(
+                    key,
+                    f"its escalation was committed at sequence {state.escalation_seq}, but the "
+                    "board holds no escalation record there: the store lost a committed "
+                    "record; check the board's file or database",
+                )
+            content = record.content
+        if content is None:
             return None
-        report = EscalationReport.from_json(state.escalation["report"])
+        report = EscalationReport.from_json(content["report"])
         copy = snapshot(state, state.measurement)
         return Escalation(self.board_id, key, copy, report.source, report, state.escalation_seq)
 

@@ -6,8 +6,10 @@ newly evaluated entries onto a chain (``_dispatch``); advance entries whose comp
 source fixed its component (``_advance_ready``); let each knowledge source work on the
 entries of its partition that need it, re-evaluating after every attempt and handing an
 entry on when its source is exhausted (``_advance``). Everything a cycle decides is one
-batch on the journal: one durable transaction (``docs/adr/0012``). Each step touches only
-the entries queued for it, so a cycle costs what its work costs.
+batch on the journal: one durable transaction (``docs/adr/0012``), or one per
+``commit_every`` records for a big cycle, which resumes exactly if cut short
+(``docs/adr/0020``). Each step touches only the entries queued for it, so a cycle costs
+what its work costs.
 
 ``run()`` loops over cycles; a worker drives the same steps one at a time on the entries
 it holds (:meth:`Controller.start`, :meth:`Controller.cycle`, :meth:`Controller.next_retry`).
@@ -29,7 +31,7 @@ from pybb._engine.routes import DispatchedView, Route, RouteTable
 from pybb._engine.runner import AttemptRunner
 from pybb._engine.seams import Clock, ControllerObserver, SystemClock
 from pybb._engine.source import KnowledgeSource
-from pybb._engine.steps import CycleSteps
+from pybb._engine.steps import COMMIT_EVERY, CycleSteps
 from pybb._engine.types import (
     HaltReason,
     Resolution,
@@ -67,6 +69,11 @@ class Controller(CycleSteps):
             keeps counting for the board's life; reaching the bound logs a warning).
         observers: Told of escalations, resolutions, cycles and halts.
         clock: Where retry back-off gets its time (default: the system clock).
+        commit_every: A cycle that decides more records than this commits them in
+            transactions of about this many, each ending after a whole entry's step
+            (docs/adr/0020): a cycle's memory stays bounded whatever the board's size,
+            and a cycle cut short resumes where it stopped. Smaller cycles are one
+            transaction, as before (docs/adr/0012).
 
     Attributes:
         blackboard: The board the controller operates on.
@@ -76,6 +83,7 @@ class Controller(CycleSteps):
         predicate_routes: Predicate name to the route of every entry using it that
             has no route of its own.
         max_cycles: The cycle limit of one ``run()``.
+        commit_every: The most records a cycle holds before it commits them.
         clock: The controller's clock.
     """
 
@@ -87,11 +95,17 @@ class Controller(CycleSteps):
         max_cycles: int = 1000,
         observers: Iterable[ControllerObserver] = (),
         clock: Clock | None = None,
+        commit_every: int = COMMIT_EVERY,
     ) -> None:
         if not isinstance(blackboard, Blackboard):
             raise RouteError(f"a Controller needs a Blackboard, got {blackboard!r}")
         if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1:
             raise RouteError(f"max_cycles must be a positive integer, got {max_cycles!r}")
+        if isinstance(commit_every, bool) or not isinstance(commit_every, int) or commit_every < 1:
+            raise RouteError(
+                f"commit_every must be a positive integer (records per transaction), "
+                f"got {commit_every!r}"
+            )
         self.blackboard = blackboard
         self._journal = blackboard.journal
         self.knowledge_sources: list[KnowledgeSource] = []
@@ -101,11 +115,15 @@ class Controller(CycleSteps):
         self.routes = self._routes.by_key
         self.predicate_routes = self._routes.by_predicate
         self.max_cycles = max_cycles
+        self.commit_every = commit_every
         self.clock: Clock = SystemClock() if clock is None else clock
         self._observers = Observers(observers)
         self._runner = AttemptRunner()
         self._sources: dict[str, KnowledgeSource] = {}
         self._escalated: list[str] = []
+        self._resume: tuple[str, dict[str, str]] | None = None
+        self._in_parts = False
+        self._chains: dict[int, tuple[tuple[KnowledgeSource, ...], list[str], dict[str, str]]] = {}
         self._attempts = 0
         self._cycles = 0  # this controller's own cycles (a worker's count; the board has none)
         self._told_pending = False

@@ -52,14 +52,30 @@ EntryCheck = Callable[[str, str | None, Any], None]
 
 
 class Pending(NamedTuple):
-    """A record decided but not yet committed (``judged``: the rule's verdict, if asked)."""
+    """A record decided but not yet committed: what ``write_all`` takes, and its key.
 
-    region: str
-    writer: str
-    content: Any
+    ``proposal`` is built when the record is decided (with the rule's verdict, if it
+    was asked: a ``Judged``), so a batch holds one object per record, not two.
+    """
+
+    proposal: ProposedWrite | Judged
     key: str | None
-    expected_version: int = 0
-    judged: Judged | None = None
+
+    @property
+    def region(self) -> str:
+        """The record's region."""
+        return _region(self.proposal)
+
+    @property
+    def content(self) -> Any:
+        """The record's content (a premise's value)."""
+        return _content(self.proposal)
+
+    @property
+    def writer(self) -> str:
+        """Who writes the record."""
+        proposal = self.proposal
+        return (proposal.proposed if isinstance(proposal, Judged) else proposal).writer
 
 
 class Journal:
@@ -87,6 +103,7 @@ class Journal:
         self.entry_checks: list[EntryCheck] = []
         self._state = Projection()
         self._pending: list[Pending] | None = None
+        self._flushed = 0
         self._focus: dict[str, None] | None = None
         self._claim_lost = False
         self._rebuild()
@@ -105,8 +122,18 @@ class Journal:
 
     @property
     def pending(self) -> int:
-        """How many records the open batch holds."""
+        """How many records the open batch holds (not yet committed)."""
         return 0 if self._pending is None else len(self._pending)
+
+    @property
+    def batching(self) -> bool:
+        """Whether a batch is open (a new ``batch()`` block would join it)."""
+        return self._pending is not None
+
+    @property
+    def decided(self) -> int:
+        """How many records the open batch decided: those it holds and those it flushed."""
+        return self._flushed + self.pending
 
     def partition(self, source: str) -> KeysView[str]:
         """The keys placed on ``source`` (within the focus, on a worker)."""
@@ -123,6 +150,18 @@ class Journal:
             yield
         finally:
             self._focus = before
+
+    def take_interrupted(self) -> tuple[str | None, dict[str, str]]:
+        """The committed attempts since the board's last cycle record, once; then forgotten.
+
+        Returns the source of the last of them (``None``: there are none) and each
+        attempted entry's source: where a cycle that committed part of its work and was
+        cut short (a crash, an error) had got to (docs/adr/0020).
+        """
+        state = self._state
+        taken = state.interrupted_source, state.interrupted
+        state.interrupted, state.interrupted_source = {}, None
+        return taken
 
     def take_claim_lost(self) -> bool:
         """Whether a fenced batch was refused since last asked (a claim was taken over)."""
@@ -162,6 +201,7 @@ class Journal:
             yield
             return
         self._pending = []
+        self._flushed = 0
         with _collector_paused():
             try:
                 yield
@@ -173,6 +213,26 @@ class Journal:
             if pending:
                 self._commit(pending)
 
+    def flush(self) -> bool:
+        """Commit the open batch's records now, in one transaction; the batch goes on.
+
+        For a controller cycle too big to hold until its end (``Controller``'s
+        ``commit_every``, docs/adr/0020). If the block raises later, what was flushed
+        stays written. False: the board did not take them as decided and the projection
+        was re-read; the caller must end the batch (its decisions rest on the old one).
+        """
+        if not self._pending:
+            return True
+        pending, self._pending = self._pending, []
+        landed = self._commit(pending)
+        self._flushed += len(pending)
+        return landed
+
+    def record(self, sequence: int) -> Record | None:
+        """The board's record at ``sequence``, read back from the store (None: not there)."""
+        records = self.model.reader.log(sequence - 1, sequence)
+        return records[0] if records else None
+
     def catch_up(self) -> list[Record]:
         """Fold the records other processes wrote since this journal last read."""
         return self._catch_up()
@@ -182,9 +242,15 @@ class Journal:
     def _emit(
         self, region: str, writer: str, content: Any, key: str | None, judged: Judged | None = None
     ) -> None:
-        expected = self._state.cycle_version if region == CYCLE else 0
+        proposal: ProposedWrite | Judged
+        if judged is not None:
+            proposal = judged
+        elif region == CYCLE:
+            proposal = ProposedPremiseWrite(writer, CYCLE, content, self._state.cycle_version)
+        else:
+            proposal = ProposedContribution(writer, region, content)
         self._state.apply(region, content)
-        item = Pending(region, writer, content, key, expected, judged)
+        item = Pending(proposal, key)
         if self._pending is not None:
             self._pending.append(item)
         else:
@@ -192,7 +258,7 @@ class Journal:
 
     def _commit(self, items: list[Pending]) -> bool:
         """Write ``items`` in one transaction; False if the board did not take them as decided."""
-        proposals = [_proposal(item) for item in items]
+        proposals = [item.proposal for item in items]
         try:
             results = self.model.control.write_all(
                 proposals, idempotency_keys=[item.key for item in items], fence=self._fence(items)
@@ -279,12 +345,18 @@ class Journal:
 
     def _number(self, items: list[Pending], first: int) -> None:
         """Give escalations and resolutions their sequence numbers once committed."""
-        for offset, item in enumerate(items):
-            if item.region == ESCALATIONS:
-                self._state.entries[base_key(item.content["key"])].escalation_seq = first + offset
-            elif item.region == RESOLUTIONS:
-                entry = self._state.entries[base_key(item.content["key"])]
-                entry.resolution = {**item.content, "sequence": first + offset}
+        for offset, (proposal, _) in enumerate(items):
+            if isinstance(proposal, Judged):
+                proposal = proposal.proposed
+            if not isinstance(proposal, ProposedContribution):
+                continue
+            if proposal.level == ESCALATIONS:
+                escalated = self._state.entries[base_key(proposal.content["key"])]
+                escalated.escalation_seq = first + offset
+                escalated.escalation = None  # the board holds it now (``record``)
+            elif proposal.level == RESOLUTIONS:
+                entry = self._state.entries[base_key(proposal.content["key"])]
+                entry.resolution = {**proposal.content, "sequence": first + offset}
 
 
 @contextmanager
@@ -329,9 +401,13 @@ def _landed(results: list[WriteResult]) -> int | None:
     return first
 
 
-def _proposal(item: Pending) -> ProposedWrite | Judged:
-    if item.judged is not None:
-        return item.judged
-    if item.region == CYCLE:
-        return ProposedPremiseWrite(item.writer, CYCLE, item.content, item.expected_version)
-    return ProposedContribution(item.writer, item.region, item.content)
+def _region(proposal: ProposedWrite | Judged) -> str:
+    if isinstance(proposal, Judged):
+        proposal = proposal.proposed
+    return proposal.level if isinstance(proposal, ProposedContribution) else proposal.premise
+
+
+def _content(proposal: ProposedWrite | Judged) -> Any:
+    if isinstance(proposal, Judged):
+        proposal = proposal.proposed
+    return proposal.content if isinstance(proposal, ProposedContribution) else proposal.value

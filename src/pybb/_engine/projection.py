@@ -9,8 +9,10 @@ what makes a resumed run write exactly what an undisturbed run would have writte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from blackboard import Level, Premise, Region
@@ -108,6 +110,14 @@ def _split(key: str) -> tuple[str, int] | None:
 # per entry of every cycle.
 _NEW, _WORKING = Stage.NEW, Stage.WORKING
 
+# What most entries hold at rest: one shared empty value each, not one per entry (a
+# settled entry of W1 weighed about 1 KiB, of which 64-200 bytes were empty containers
+# and a copy of its route's chain). The shared ones are never mutated: the projection
+# replaces them on an entry's first attempt (``ks_history``, ``attempts``).
+_NO_SCOPES: Mapping[str, str] = MappingProxyType({})
+_NO_HISTORY: Mapping[str, int] = MappingProxyType({})
+_NO_ATTEMPTS: tuple[AttemptSummary, ...] = ()
+
 
 class EntryState:
     """One entry's current state. Mutated only by :class:`Projection`."""
@@ -141,7 +151,9 @@ class EntryState:
 
     def __init__(self, content: Mapping[str, Any]) -> None:
         self.key: str = content["key"]
-        self.predicate: str | None = content.get("predicate")
+        predicate = content.get("predicate")
+        # Interned: a board read back from its store decodes a fresh copy per record.
+        self.predicate: str | None = None if predicate is None else sys.intern(predicate)
         self.conditions: dict[str, str] | None = content.get("conditions")
         self.measurement: Any = content["measurement"]
         self.original: Any = content["measurement"]
@@ -154,12 +166,14 @@ class EntryState:
         self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
         self.chain_name: Chain | None = None
         self.chain: tuple[str, ...] = ()
-        self.scopes: Mapping[str, str] = {}
+        self.scopes: Mapping[str, str] = _NO_SCOPES
         self.position = 0
         self.provisional = False
-        self.ks_history: dict[str, int] = {}
-        self.attempts: list[AttemptSummary] = []
+        self.ks_history: Mapping[str, int] = _NO_HISTORY
+        self.attempts: Sequence[AttemptSummary] = _NO_ATTEMPTS
         self.retry_at: datetime | None = None
+        # The escalation record's content while it is not committed; once it has a
+        # sequence the board holds it and ``Blackboard.get_escalation`` reads it back.
         self.escalation: Mapping[str, Any] | None = None
         self.escalation_seq = 0
         self.resolution: Mapping[str, Any] | None = None
@@ -302,6 +316,13 @@ class Projection:
         self.cycle = 0
         self.cycle_version = 1
         self.head = 0
+        # Committed attempts read from the board since its last cycle record: what a
+        # cycle cut short after committing part of its work had done (docs/adr/0020).
+        self.interrupted: dict[str, str] = {}
+        self.interrupted_source: str | None = None
+        # Every entry of a route has the same chain and scopes: one copy each.
+        self._chains: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._scopes: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
         self._appliers: dict[str, Callable[[EntryState, Mapping[str, Any], int], None]] = {
             VERDICTS: self._verdict,
             DISPATCHES: self._dispatch,
@@ -320,6 +341,9 @@ class Projection:
         if region == CYCLE:
             self.cycle = int(content)
             self.cycle_version = version or self.cycle_version + 1
+            if self.interrupted_source is not None:
+                self.interrupted = {}
+                self.interrupted_source = None
             return
         if region == ENTRIES:
             if "generation" in content:
@@ -369,9 +393,9 @@ class Projection:
         entry.result = entry.original_result = None
         entry.good_standing = entry.provisional = False
         entry.judgement_error = None
-        entry.chain_name, entry.chain, entry.scopes, entry.position = None, (), {}, 0
-        entry.ks_history = {}
-        entry.attempts = []
+        entry.chain_name, entry.chain, entry.scopes, entry.position = None, (), _NO_SCOPES, 0
+        entry.ks_history = _NO_HISTORY
+        entry.attempts = _NO_ATTEMPTS
         entry.escalation, entry.escalation_seq, entry.resolution = None, 0, None
         self.unescalated.pop(entry.key, None)
         self.undispatched.pop(entry.key, None)
@@ -410,8 +434,14 @@ class Projection:
     def _dispatch(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         self.undispatched.pop(entry.key, None)
         entry.chain_name = Chain(content["chain"])
-        entry.chain = tuple(content["sources"])
-        entry.scopes = content.get("scopes") or {}
+        chain = tuple(content["sources"])
+        entry.chain = self._chains.setdefault(chain, chain)
+        scopes = content.get("scopes")
+        if scopes:
+            shape = tuple(scopes.items())
+            entry.scopes = self._scopes.setdefault(shape, MappingProxyType(dict(scopes)))
+        else:
+            entry.scopes = _NO_SCOPES
         entry.position = 0
         if entry.chain:
             self._stage(entry, Stage.WORKING)
@@ -423,7 +453,10 @@ class Projection:
 
     def _attempt(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         source = content["source"]
-        entry.ks_history[source] = content["attempt"]
+        history = entry.ks_history
+        if not isinstance(history, dict):  # the shared empty one
+            history = entry.ks_history = {}
+        history[sys.intern(source)] = content["attempt"]
         summary = AttemptSummary(
             source,
             content["attempt"],
@@ -432,7 +465,11 @@ class Projection:
             content.get("report"),
             content.get("good_standing"),
         )
-        entry.attempts.append(summary)
+        attempts = entry.attempts
+        if isinstance(attempts, list):
+            attempts.append(summary)
+        else:  # the shared empty one
+            entry.attempts = [summary]
         if "writes" in content:
             entry.measurement = apply_writes(entry.measurement, content["writes"])
         if "result" in content:
@@ -441,6 +478,9 @@ class Projection:
             entry.judgement_error = content.get("error")
             entry.provisional = False
         self._retry_at(entry, content.get("retry_at"))
+        if sequence:  # read from the board, not decided here
+            self.interrupted[entry.key] = source
+            self.interrupted_source = source
         if entry.stage is _WORKING and entry.source == source:
             self._settle(entry)
 
@@ -475,9 +515,9 @@ class Projection:
         self._leave(entry)
         self._move(entry, Segment.ESCALATE)
         self._stage(entry, Stage.ESCALATED)
-        entry.escalation = content
+        entry.escalation = content if sequence == 0 else None
         entry.escalation_seq = sequence
-        entry.attempts = []  # the escalation record carries them in its report
+        entry.attempts = _NO_ATTEMPTS  # the escalation record carries them in its report
 
     def _resolution(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         self._leave(entry)
@@ -513,7 +553,7 @@ class Projection:
         if entry.good_standing:
             self._leave(entry)
             self._stage(entry, Stage.GOOD)
-            entry.attempts = []  # only escalations report them; free the memory
+            entry.attempts = _NO_ATTEMPTS  # only escalations report them; free the memory
         else:
             self._check_ready(entry)
 

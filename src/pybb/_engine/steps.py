@@ -38,9 +38,19 @@ from pybb._engine.types import Chain, CycleReport, HaltReason, RunSummary, Segme
 from pybb._engine.verdicts import Predicates
 from pybb.errors import UnknownSourceError
 
-__all__ = ["CycleSteps"]
+__all__ = ["COMMIT_EVERY", "CycleSteps"]
 
 _log = logging.getLogger("pybb")
+
+COMMIT_EVERY = 10_000
+"""Records a cycle holds before it commits them (``Controller(commit_every=...)``).
+
+About 20 MB in flight on SQLite (pybb's records and the kernel's copies of them); a
+W1 cycle over 10^5 entries decides some 270,000 records (docs/adr/0020)."""
+
+
+class _FlushRefusedError(Exception):
+    """A part of a cycle did not land as decided; the projection was re-read."""
 
 
 class CycleSteps:
@@ -55,6 +65,10 @@ class CycleSteps:
     _runner: AttemptRunner
     _sources: dict[str, KnowledgeSource]
     _escalated: list[str]
+    _resume: tuple[str, dict[str, str]] | None
+    _in_parts: bool
+    commit_every: int
+    _chains: dict[int, tuple[tuple[KnowledgeSource, ...], list[str], dict[str, str]]]
     _attempts: int
     _cycles: int
     _observers: Observers
@@ -106,23 +120,43 @@ class CycleSteps:
     # -- one cycle ---------------------------------------------------------------------------
 
     def _cycle(self) -> bool:
-        """One cycle in one batch; False if it found nothing to do (and wrote nothing)."""
+        """One cycle in one batch; False if it found nothing to do (and wrote nothing).
+
+        A cycle that decides more than ``commit_every`` records commits them in parts;
+        one cut short after a part (a crash, an error) is taken up where it stopped:
+        its committed attempts since the board's last cycle record say which source it
+        had reached and which entries that source had done (docs/adr/0020).
+        """
         journal = self._journal
         self.take_in()
+        source, done = journal.take_interrupted()
+        self._resume = None if source is None or journal.focus is not None else (source, done)
+        resuming = self._resume is not None
         self._predicates.check(journal.view.entries, self._queue(journal.view.dirty))
         self._escalated = []
         attempts = self._attempts
-        with journal.batch():
-            self._escalate_written()
-            self._evaluate_all()
-            self._dispatch()
-            self._advance_ready()
-            self._run_sources()
-            if journal.pending and journal.focus is None:
-                journal.emit(CYCLE, CONTROLLER, self._journal.view.cycle + 1, None)
-            records = journal.pending
+        # Only a cycle's own batch is committed in parts: one the application opened
+        # around it (``with board.batch(): controller.run()``) stays whole.
+        self._in_parts = journal.focus is None and not journal.batching
+        try:
+            with journal.batch():
+                if not resuming:  # the interrupted cycle had finished these steps
+                    self._escalate_written()
+                    self._evaluate_all()
+                    self._dispatch()
+                    self._advance_ready()
+                self._run_sources()
+                if journal.decided and journal.focus is None:
+                    journal.emit(CYCLE, CONTROLLER, self._journal.view.cycle + 1, None)
+                records = journal.decided
+        except _FlushRefusedError:
+            return True  # the board was re-read: the next cycle goes on from it
+        finally:
+            self._resume = None
         if not records:
-            return False
+            # An interrupted cycle with nothing left (or a false alarm: attempts that
+            # workers wrote, who write no cycle record): a whole cycle, then.
+            return self._cycle() if resuming else False
         self._cycles += 1
         report = CycleReport(
             journal.view.cycle if journal.focus is None else self._cycles,
@@ -135,6 +169,12 @@ class CycleSteps:
             self._observers.escalation(self.blackboard, key, redelivered=False)
         self._observers.tell("on_cycle", report)
         return True
+
+    def _step_done(self) -> None:
+        """Commit what the cycle holds if it holds ``commit_every`` records (between entries)."""
+        journal = self._journal
+        if journal.pending >= self.commit_every and self._in_parts and not journal.flush():
+            raise _FlushRefusedError
 
     def _queue(self, queue: Mapping[str, None]) -> list[str]:
         """The keys of a work queue this controller may work on: all, or its focus's."""
@@ -150,11 +190,13 @@ class CycleSteps:
         view = self._journal.view
         for key in self._queue(view.unescalated):
             self._escalate(view.entries[key], None, "written_to_escalate")
+            self._step_done()
 
     def _evaluate_all(self) -> None:
         """Evaluate every entry whose measurement changed since its last verdict."""
         for key in self._queue(self._journal.view.dirty):
             self._evaluate_entry(key)
+            self._step_done()
 
     def _evaluate_entry(self, key: str) -> bool:
         """Judge the entry's measurement with its predicate(s) and record the verdict.
@@ -182,17 +224,34 @@ class CycleSteps:
             route = self._routes.of(key, entry.predicate) or NO_ROUTE
             passing = entry.good_standing
             chain = route.on_pass if passing else route.on_fail
+            names, scopes = self._chain_content(chain)
             content: dict[str, Any] = {
                 "key": entry.record_key,
                 "chain": (Chain.ON_PASS if passing else Chain.ON_FAIL).value,
-                "sources": [source.name for source in chain],
+                "sources": names,
             }
-            scopes = {s.name: s.component for s in chain if s.component is not None}
             if scopes:
                 content["scopes"] = scopes
             self._journal.emit(DISPATCHES, CONTROLLER, content, f"dispatch/{entry.record_key}")
             if not chain and not passing:
                 self._escalate(entry, None, "empty_chain")
+            self._step_done()
+
+    def _chain_content(
+        self, chain: tuple[KnowledgeSource, ...]
+    ) -> tuple[list[str], dict[str, str]]:
+        """The source names and scopes of a dispatch onto ``chain``.
+
+        One list and one dict per chain, shared by every dispatch record onto it until
+        the cycle commits (the records are encoded, never changed): a W1 cycle
+        dispatches every entry onto one chain.
+        """
+        cached = self._chains.get(id(chain))
+        if cached is None or cached[0] is not chain:
+            names = [source.name for source in chain]
+            scopes = {s.name: s.component for s in chain if s.component is not None}
+            cached = self._chains[id(chain)] = (chain, names, scopes)
+        return cached[1], cached[2]
 
     def _advance_ready(self) -> None:
         """Success handoff: move on every entry whose component source fixed its component."""
@@ -200,6 +259,7 @@ class CycleSteps:
         for key in self._queue(view.ready):
             if key in view.ready:
                 self._advance(key, restore=False)
+                self._step_done()
 
     def _advance(self, key: str, restore: bool = True) -> None:
         """Hand the entry to the next source of its chain, or escalate it at the end.
@@ -245,13 +305,22 @@ class CycleSteps:
         view = self._journal.view
         focus = self._journal.focus
         now: datetime | None = None
-        for source in self.knowledge_sources:
+        sources = self.knowledge_sources
+        done: dict[str, str] = {}
+        if self._resume is not None:
+            names = [source.name for source in sources]
+            reached, attempted = self._resume
+            if reached in names:  # the sources before it had finished their turn
+                sources, done = sources[names.index(reached) :], attempted
+        for source in sources:
             for key in source.can_contribute(self.blackboard):
                 entry = view.entries.get(key)
                 if entry is None or entry.source != source.name:
                     continue
                 if focus is not None and key not in focus:
                     continue  # a source that lists more than its partition: not ours
+                if done and done.get(key) == source.name:
+                    continue  # its turn in the interrupted cycle is on the board
                 if entry.retry_at is not None:
                     now = now or self.clock.now()
                     if entry.retry_at > now:
@@ -260,6 +329,8 @@ class CycleSteps:
                     self._advance(key)
                 else:
                     self._attempt(source, entry)
+                self._step_done()
+            done = {}  # only the source the interrupted cycle had reached did some
 
     def _attempt(self, source: KnowledgeSource, entry: EntryState) -> None:
         key = entry.key

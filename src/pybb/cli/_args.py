@@ -8,14 +8,21 @@ that would overflow on it.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pybb.cli._errors import CommandError
 
+if TYPE_CHECKING:
+    from pybb.human import AssignmentPolicy
+
 __all__ = [
+    "assignment_file",
     "board_id",
     "check_reachable",
     "check_store",
@@ -182,3 +189,32 @@ def check_reachable(url: str, *, timeout: int = 3) -> None:
             "names a database you may use"
         ) from None
     conn.close()
+
+
+def assignment_file(text: str) -> AssignmentPolicy:
+    """An assignment policy from a JSON file (or TOML, when it ends in ``.toml``).
+
+    It holds ``default`` (``human:<name>`` or ``team:<name>``, optional) and ``rules``, a
+    list of ``{"to": ..., "reason": ..., "class": ..., "scope": ...}``; see
+    :meth:`pybb.human.AssignmentPolicy.from_json`.
+    """
+    from pybb.human import AssignmentPolicy, MalformedContentError
+
+    path = Path(text)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: {exc.strerror}") from None
+    toml = path.suffix.lower() == ".toml"
+    try:
+        data = tomllib.loads(raw.decode("utf-8")) if toml else json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        kind = "TOML" if toml else "JSON (name it .toml for TOML)"
+        raise argparse.ArgumentTypeError(f"{text!r} is not {kind}: {exc}") from None
+    try:
+        return AssignmentPolicy.from_json(data)
+    except MalformedContentError as exc:
+        raise argparse.ArgumentTypeError(
+            f'{text!r}: {exc}; it takes {{"default": "team:<name>", "rules": '
+            f'[{{"to": "human:<name>", "reason": ..., "class": ..., "scope": ...}}]}}'
+        ) from None

@@ -14,12 +14,15 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from blackboard import Model, ModelMismatchError
 from pybb.attestation import FleetReport
+from pybb.cli._attest_notify import NotifyPlan, notify_plan
 from pybb.cli._attest_report import report_data, write_outputs
 from pybb.cli._attest_shared import (
     board_mismatch,
@@ -31,7 +34,11 @@ from pybb.cli._attest_shared import (
     write_report,
 )
 from pybb.cli._errors import CommandError
-from pybb.supervision.attestation import SupervisedAttestation
+from pybb.supervision import NotifySettings, SupervisionSettings
+from pybb.supervision.attestation import SupervisedAttestation, attestation_settings
+
+if TYPE_CHECKING:
+    from pybb.inbox import InboxServer
 
 __all__ = ["run_attest_inbox"]
 
@@ -51,30 +58,61 @@ def run_attest_inbox(args: argparse.Namespace) -> int:
         raise CommandError(f"{exc}; pip install 'mrpybb[inbox]'") from None
     if not isinstance(args.store, str) or not args.store.startswith(("sqlite:", "postgresql")):
         raise CommandError("--inbox needs --store to be a SQLite or PostgreSQL URL")
+    from pybb.inbox import InboxServer
+
     fleet = fleet_of(args)
     board_id = args.board_id or f"attest-{fleet.name}"
+    # Bound first: the links in notifications name the inbox's address (and its port,
+    # which --inbox-port 0 picks here).
+    server = InboxServer(_HOST, args.inbox_port, quiet=True)
     try:
-        session = SupervisedAttestation(
-            fleet, store=args.store, board_id=board_id, chunk_size=args.chunk
-        )
-    except ModelMismatchError:
-        raise CommandError(board_mismatch(args.store, board_id, inbox=True)) from None
-    with session:
-        busy = workers_busy(session.attestation)
-        if busy is not None:
-            raise CommandError(busy)
-        with controller_lease(session.attestation.blackboard.model, "pybb attest --inbox"):
-            return _serve(args, session, console, errors)
+        plan = notify_plan(args, server.url.rstrip("/"))
+        try:
+            session = SupervisedAttestation(
+                fleet,
+                store=args.store,
+                board_id=board_id,
+                chunk_size=args.chunk,
+                settings=_settings(plan),
+            )
+        except ModelMismatchError:
+            raise CommandError(board_mismatch(args.store, board_id, inbox=True)) from None
+        with session:
+            busy = workers_busy(session.attestation)
+            if busy is not None:
+                raise CommandError(busy)
+            with controller_lease(session.attestation.blackboard.model, "pybb attest --inbox"):
+                if plan is not None:
+                    plan.record_people(session.attestation.blackboard.model.control)
+                return _serve(args, session, console, errors, server, plan)
+    finally:
+        server.close()
+
+
+def _settings(plan: NotifyPlan | None) -> SupervisionSettings:
+    settings = attestation_settings()
+    if plan is None:
+        return settings
+    notify = NotifySettings(plan.notifiers, plan.link_secret, plan.base_url)
+    return replace(settings, notify=notify, assignment=plan.assignment)
 
 
 def _serve(
-    args: argparse.Namespace, session: SupervisedAttestation, console: Console, errors: Console
+    args: argparse.Namespace,
+    session: SupervisedAttestation,
+    console: Console,
+    errors: Console,
+    server: InboxServer,
+    plan: NotifyPlan | None,
 ) -> int:
     from pybb.inbox import attach_run
 
     model = attach_run(args.store, session.board_id)
     try:
-        with _inbox(model, args, console) as url:
+        with _inbox(model, args, console, server, plan) as url:
+            if plan is not None:
+                told = ", ".join(sorted(plan.notifiers))
+                console.print(f"notifying {plan.assignment.default} of each ask by {told}")
             fleet = session.attestation.fleet
             console.print(
                 f"attesting fleet [bold]{fleet.name}[/]: {len(fleet.devices)} devices; "
@@ -134,16 +172,28 @@ def _write(args: argparse.Namespace, session: SupervisedAttestation, report: Fle
 
 
 @contextmanager
-def _inbox(model: Model, args: argparse.Namespace, console: Console) -> Iterator[str]:
+def _inbox(
+    model: Model,
+    args: argparse.Namespace,
+    console: Console,
+    server: InboxServer,
+    plan: NotifyPlan | None,
+) -> Iterator[str]:
     """Serve the inbox in a thread; print its URL and one token per person; stop after."""
-    from pybb.inbox import InboxServer, InboxSettings, TokenTable, create_app
+    from pybb.inbox import InboxSettings, TokenTable, create_app
 
     tokens = TokenTable()
     for human in args.inbox_human or [_DEFAULT_HUMAN]:
         token = tokens.issue(human)
         console.print(f"  token for human:{human.removeprefix('human:')}: {token}", markup=False)
-    server = InboxServer(_HOST, args.inbox_port, quiet=True)
-    app = create_app(model, tokens, settings=InboxSettings())
+    secret = None if plan is None else plan.link_secret
+    # One policy for whom asks are for: the file's, else the notifications' --assign-to.
+    assignment = getattr(args, "assignment", None)
+    if assignment is None and plan is not None:
+        assignment = plan.assignment
+    app = create_app(
+        model, tokens, settings=InboxSettings(link_secret=secret), assignment=assignment
+    )
     with server.running(app) as url:
         console.print(f"pybb inbox for run {model.board_id!r}: {url}")
         yield url

@@ -38,7 +38,16 @@ from pybb.attestation import (
     save_fleet,
 )
 from pybb.cli import _attest_policy, _attest_quarantine, _attest_verify
-from pybb.cli._args import board_id, check_reachable, check_store, count, port, positive
+from pybb.cli._args import (
+    assignment_file,
+    board_id,
+    check_reachable,
+    check_store,
+    count,
+    port,
+    positive,
+)
+from pybb.cli._attest_notify import add_notify_options, check_notify_options
 from pybb.cli._attest_report import report_data, write_outputs
 from pybb.cli._attest_shared import (
     DEFAULT_REPORT,
@@ -180,6 +189,15 @@ def register(subparsers: Any) -> None:
         metavar="NAME",
         help="print an inbox token for this person (repeatable; default: operator)",
     )
+    parser.add_argument(
+        "--assignment",
+        type=assignment_file,
+        default=None,
+        metavar="FILE",
+        help="with --inbox: whom each ask is for (JSON, or TOML if it ends in .toml), as "
+        "for `pybb inbox --assignment`; each person sees their own asks first",
+    )
+    add_notify_options(parser)
     parser.set_defaults(handler=run_attest)
     _subcommands(parser)
 
@@ -231,6 +249,7 @@ def run_attest(args: argparse.Namespace) -> int:
 
     Failures are not caught here: ``pybb.cli.main`` turns them into one line and exit 2.
     """
+    check_notify_options(args)
     check_store(args.store)
     check_reachable(args.store)
     # Imported when asked for: the plain run loads neither the inbox nor buddhi.
@@ -238,6 +257,8 @@ def run_attest(args: argparse.Namespace) -> int:
         from pybb.cli._attest_submit import run_submit
 
         return run_submit(args)
+    if getattr(args, "assignment", None) is not None and not getattr(args, "inbox", False):
+        raise CommandError("--assignment routes the asks of the inbox; add --inbox")
     if getattr(args, "inbox", False):
         from pybb.cli._attest_inbox import run_attest_inbox
 

@@ -9,7 +9,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
 
-from pybb.cli._args import board_id, check_reachable, check_store, hours, port
+from pybb.cli._args import (
+    assignment_file,
+    board_id,
+    check_reachable,
+    check_store,
+    hours,
+    port,
+)
 from pybb.inbox import (
     LOOPBACK_HOSTS,
     InboxError,
@@ -68,6 +75,16 @@ def register(
         metavar="NAME",
         help="another Host name to answer to (e.g. when listening beyond loopback)",
     )
+    parser.add_argument(
+        "--assignment",
+        type=assignment_file,
+        default=None,
+        metavar="FILE",
+        help="whom each ask is for (JSON, or TOML if it ends in .toml): "
+        '{"default": "team:<name>", "rules": [{"to": "human:<name>", "reason": ..., '
+        '"class": ..., "scope": ...}]}; each person sees their own asks first, then their '
+        "teams' (default: nobody's, oldest first)",
+    )
     parser.set_defaults(handler=run_inbox)
     return parser
 
@@ -97,7 +114,7 @@ def run_inbox(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         print(f"pybb inbox: {exc}", file=sys.stderr)
         return 2
     settings = InboxSettings(allowed_hosts=(*LOOPBACK_HOSTS, args.host, *args.allow_host))
-    app = create_app(model, tokens, settings=settings)
+    app = create_app(model, tokens, settings=settings, assignment=getattr(args, "assignment", None))
     try:  # Ctrl-C is how an inbox stops, also before the server has installed its handler
         print(f"pybb inbox for run {model.board_id!r}: {server.url}", file=out, flush=True)
         server.run(app)

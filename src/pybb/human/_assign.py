@@ -9,7 +9,7 @@ own first, then their teams', then the rest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +27,7 @@ __all__ = [
     "AssignmentPolicy",
     "asks_for",
     "assignee",
+    "assignees",
     "assignments",
     "reassign",
     "recipients",
@@ -92,6 +93,60 @@ class AssignmentPolicy:
             if rule.matches(ask):
                 return rule.to
         return self.default
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy as JSON (what :meth:`from_json` reads)."""
+        rules = []
+        for rule in self.rules:
+            found = {"to": rule.to, "reason": rule.reason, "class": rule.klass}
+            found["scope"] = rule.scope
+            rules.append({k: v for k, v in found.items() if v is not None})
+        return {"default": self.default, "rules": rules}
+
+    @classmethod
+    def from_json(cls, data: object) -> AssignmentPolicy:
+        """Read a policy: ``{"default": "team:triage", "rules": [{"to": ..., ...}]}``.
+
+        Each rule has ``to`` (``human:<name>`` or ``team:<name>``) and any of ``reason``,
+        ``class`` and ``scope``; the first rule that matches an ask routes it.
+
+        Raises:
+            MalformedContentError: ``data`` is not such a policy (the message names the
+                key and what it takes).
+        """
+        kind = "assignment policy"
+        if not isinstance(data, Mapping):
+            raise MalformedContentError(kind, "content", "must be an object with default, rules")
+        unknown = sorted(set(data) - {"default", "rules"})
+        if unknown:
+            raise MalformedContentError(
+                kind, "content", f"{unknown[0]!r} is not a key; it takes default, rules"
+            )
+        raw = data.get("rules", [])
+        if not isinstance(raw, list):
+            raise MalformedContentError(kind, "rules", "must be a list of rule objects")
+        rules = tuple(_rule_from_json(n, r) for n, r in enumerate(raw))
+        default = data.get("default")
+        if default is not None and not isinstance(default, str):
+            raise MalformedContentError(kind, "default", "must be 'human:<name>' or 'team:<name>'")
+        return cls(rules, default)
+
+
+def _rule_from_json(n: int, data: object) -> AssignRule:
+    kind = f"assignment rule {n + 1}"
+    if not isinstance(data, Mapping):
+        raise MalformedContentError(kind, "content", "must be an object with to (and reason, ...)")
+    unknown = sorted(set(data) - {"to", "reason", "class", "scope"})
+    if unknown:
+        raise MalformedContentError(
+            kind, "content", f"{unknown[0]!r} is not a key; a rule takes to, reason, class, scope"
+        )
+    if "to" not in data:
+        raise MalformedContentError(kind, "to", "is missing: 'human:<name>' or 'team:<name>'")
+    for key in ("reason", "class", "scope"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise MalformedContentError(kind, key, "must be text")
+    return AssignRule(data["to"], data.get("reason"), data.get("class"), data.get("scope"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +246,14 @@ def assignee(reader: BoardReader, ask: Ask, policy: AssignmentPolicy) -> str | N
     """Whom ``ask`` is for now: the latest reassignment, else the policy's route."""
     made = assignments(reader, ask.ask_id)
     return made[-1].to if made else policy.route(ask)
+
+
+def assignees(
+    reader: BoardReader, asks: Iterable[Ask], policy: AssignmentPolicy
+) -> dict[str, str | None]:
+    """:func:`assignee` of many asks, by ask id, reading the reassignments once."""
+    latest = {made.ask_id: made.to for made in assignments(reader)}  # oldest first: last wins
+    return {ask.ask_id: latest.get(ask.ask_id) or policy.route(ask) for ask in asks}
 
 
 def recipients(

@@ -16,15 +16,17 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from blackboard import BoardReader, Control, Written
 from pybb.human._errors import HumanLoopError, LinkError, LinkProblem
 from pybb.human._people import LINK_USES
 from pybb.human._protocol import human_name, is_valid_id
 
-__all__ = ["LINK_WRITER", "Link", "redeem_link", "sign_link", "verify_link"]
+__all__ = ["LINK_WRITER", "Link", "link_use", "redeem_link", "sign_link", "verify_link"]
 
 LINK_WRITER = "pybb:links"
 """The writer of link uses."""
@@ -104,6 +106,19 @@ def verify_link(token: str, secret: bytes, *, now: datetime) -> Link:
     return Link(ask_id, person, expires, hashlib.sha256(token.encode()).hexdigest()[:32])
 
 
+def link_use(reader: BoardReader, link: Link) -> Mapping[str, Any] | None:
+    """The record of ``link``'s use (``at``: when), or ``None`` while it is unused.
+
+    Reading this never uses the link, so a page may check it on a GET (which mail
+    scanners and link prefetchers issue) and leave the redemption to a POST.
+    """
+    for row in reader.read_level(LINK_USES):
+        if row.content.get("link") == link.link_id:
+            content: Mapping[str, Any] = row.content
+            return content
+    return None
+
+
 def redeem_link(
     control: Control,
     reader: BoardReader,
@@ -128,7 +143,6 @@ def redeem_link(
     result = control.write(writer, LINK_USES, content)
     if isinstance(result, Written):
         return link
-    used = any(row.content.get("link") == link.link_id for row in reader.read_level(LINK_USES))
-    if used:
+    if link_use(reader, link) is not None:
         raise LinkError(LinkProblem.USED, "this link was already used; open the inbox instead")
     raise HumanLoopError(f"the board refused the use of a link: {result.reason}")

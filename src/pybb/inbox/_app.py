@@ -20,7 +20,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from blackboard import Model
-from pybb.inbox import _api, _html
+from pybb.human import AssignmentPolicy, DeadlinePolicy
+from pybb.inbox import _api, _html, _link_pages
 from pybb.inbox._budget import BudgetView, PremiseBudgetView
 from pybb.inbox._context import Inbox, inbox_of, when
 from pybb.inbox._events import HeadWatcher
@@ -41,6 +42,8 @@ def create_app(
     *,
     budget: BudgetView | None = None,
     settings: InboxSettings | None = None,
+    assignment: AssignmentPolicy | None = None,
+    deadlines: DeadlinePolicy | None = None,
 ) -> Starlette:
     """Build the inbox of a run: an ASGI application to serve with uvicorn.
 
@@ -52,6 +55,12 @@ def create_app(
         budget: Where budget use comes from; ``None``: the board's ``budget`` premise if
             the model declares one, else nothing.
         settings: Hosts, limits and lifetimes; ``None``: the loopback defaults.
+        assignment: Whom each ask is for (the run's own policy, so the inbox lists a
+            person's asks first as the run routes them); ``None``: nobody but whom
+            people reassign asks to.
+        deadlines: The run's deadline policy, for asks posted without their deadline;
+            ``None``: only the deadlines the asks carry are shown (``pybb.supervision``
+            posts every ask with its deadline and default).
     """
     chosen = settings or InboxSettings()
     inbox = Inbox(
@@ -66,6 +75,8 @@ def create_app(
         login_limiter=RateLimiter(chosen.login_rate),
         watcher=HeadWatcher(model),
         jinja=_environment(),
+        assignment=AssignmentPolicy() if assignment is None else assignment,
+        deadlines=deadlines,
     )
     app = Starlette(
         routes=_routes(),
@@ -90,8 +101,10 @@ def _routes() -> list[Route | Mount]:
         Route("/login", _html.login, methods=["POST"]),
         Route("/logout", _html.logout, methods=["POST"]),
         Route("/asks/{ask_id}", _html.ask_page, methods=["GET"]),
-        Route("/link/{token}", _html.link, methods=["GET"]),
+        Route("/link/{token}", _link_pages.show_link, methods=["GET"]),
+        Route("/link/{token}", _link_pages.follow_link, methods=["POST"]),
         Route("/asks/{ask_id}/answer", _html.answer_form, methods=["POST"]),
+        Route("/asks/{ask_id}/reassign", _html.reassign_form, methods=["POST"]),
         Route("/groups/answer", _html.group_answer, methods=["POST"]),
         Route("/decided", _html.decided, methods=["GET"]),
         Route("/not-asked", _html.not_asked, methods=["GET"]),
@@ -102,6 +115,7 @@ def _routes() -> list[Route | Mount]:
         Route("/api/asks", _api.list_asks, methods=["GET"]),
         Route("/api/asks/{ask_id}", _api.get_ask, methods=["GET"]),
         Route("/api/asks/{ask_id}/answer", _api.answer_ask, methods=["POST"]),
+        Route("/api/asks/{ask_id}/reassign", _api.reassign_ask, methods=["POST"]),
         Route("/api/budget", _api.budget, methods=["GET"]),
         Route("/api/timeline", _api.timeline_records, methods=["GET"]),
         Route("/api/me", _api.me, methods=["GET"]),

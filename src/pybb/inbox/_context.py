@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from blackboard import Model
+from pybb.human import AssignmentPolicy, DeadlinePolicy
 from pybb.inbox._budget import BudgetView
 from pybb.inbox._events import HeadWatcher
 from pybb.inbox._ratelimit import RateLimiter
@@ -36,12 +37,18 @@ class Inbox:
     login_limiter: RateLimiter
     watcher: HeadWatcher
     jinja: Environment
+    assignment: AssignmentPolicy = field(default_factory=AssignmentPolicy)
+    deadlines: DeadlinePolicy | None = None
 
     def session(self, request: Request) -> Session | None:
         """The request's login, if its cookie names one whose token still works."""
         session = self.sessions.get(request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None
+        if session.ask_id is not None:
+            # A sign-in from a link opens its ask and nothing else: every other page,
+            # present or future, sees no login (deny by default).
+            return session if _within_link(session.ask_id, request.url.path) else None
         if self.tokens.check(session.token_id) is None:
             self.sessions.close(session.session_id)
             return None
@@ -49,10 +56,9 @@ class Inbox:
 
     def still_valid(self, session: Session) -> bool:
         """Whether ``session`` is still open and its token still works."""
-        return (
-            self.sessions.get(session.session_id) is not None
-            and self.tokens.check(session.token_id) is not None
-        )
+        if self.sessions.get(session.session_id) is None:
+            return False
+        return session.ask_id is not None or self.tokens.check(session.token_id) is not None
 
     def bearer(self, request: Request) -> TokenInfo | None:
         """The token of an ``Authorization: Bearer`` header, if it works."""
@@ -73,6 +79,12 @@ class Inbox:
             title=self.settings.title, board_id=self.model.board_id, **context
         )
         return HTMLResponse(page, status_code=status)
+
+
+def _within_link(ask_id: str, path: str) -> bool:
+    """Whether ``path`` is one a sign-in from a link to ``ask_id`` may use."""
+    # The ASGI path is already percent-decoded, and ask ids hold no '/'.
+    return path in (f"/asks/{ask_id}", f"/asks/{ask_id}/answer", "/logout")
 
 
 def inbox_of(request: Request) -> Inbox:

@@ -13,6 +13,7 @@ checks are the outer middleware's.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -20,17 +21,24 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from blackboard import Rejected, RejectionCause
-from blackboard.errors import BlackboardError
-from pybb.human import AskStatus, LinkError, LinkProblem, is_valid_id, redeem_link
+from pybb.human import AskState, AskStatus, is_valid_id
+from pybb.inbox._assigned import (
+    RANKS,
+    Routing,
+    due_of,
+    reassign_rows,
+    routing,
+    submit_reassign,
+)
 from pybb.inbox._context import SESSION_COOKIE, Inbox, inbox_of
 from pybb.inbox._events import event_stream
+from pybb.inbox._repairs import repairs
 from pybb.inbox._service import Outcome, submit_answer, timeline, visible_state, visible_states
 from pybb.inbox._sessions import Session
 from pybb.inbox._views import (
     ACCEPT_DIGEST,
     Filters,
     decided_rows,
-    digest_preview,
     group_asks,
     group_token,
     not_asked_rows,
@@ -47,13 +55,13 @@ __all__ = [
     "events",
     "group_answer",
     "index",
-    "link",
     "live",
     "login",
     "login_form",
     "logout",
     "not_asked",
     "pull",
+    "reassign_form",
 ]
 
 _PULL_WAIT = 5.0  # seconds the page waits for the run to carry out a pull
@@ -97,10 +105,15 @@ async def ask_page(request: Request) -> Response:
         state = await run_in_threadpool(visible_state, inbox.model, session.human, ask_id)
     if state is None:
         return _message(inbox, 404, "No such ask", "There is no such ask for you.", session)
-    item = {"state": state, "nonce": inbox.sessions.nonce(session, ask_id)}
-    return inbox.render(
-        "ask.html", human=session.human, csrf=session.csrf, item=item, open=AskStatus.OPEN
+    routed = await run_in_threadpool(
+        routing, inbox.model, session.human, inbox.assignment, [state.ask]
     )
+    item = _card(inbox, session, state, routed, now_utc())
+    history = await run_in_threadpool(reassign_rows, inbox.model, [state])
+    return inbox.render(
+        "ask.html", human=session.human, csrf=session.csrf, item=item, open=AskStatus.OPEN,
+        choices=routed.choices() if routed.recorded else [], history=history,
+    )  # fmt: skip
 
 
 async def login_form(request: Request) -> Response:
@@ -187,33 +200,6 @@ async def answer_form(request: Request) -> Response:
     return _message(inbox, done.outcome.value, titles[done.outcome], done.message, session)
 
 
-async def link(request: Request) -> Response:
-    """A notification's signed link: accepted once, then it opens the ask.
-
-    The use is recorded on the board's ``link_uses`` level (unique per link), so a
-    second visit, from anywhere, is refused with 410; so is an expired link. The ask
-    page itself still needs a login.
-    """
-    inbox = inbox_of(request)
-    secret = inbox.settings.link_secret
-    if secret is None:
-        return _message(inbox, 404, "No such page", "This inbox does not accept links.")
-    token = request.path_params["token"]
-    now = inbox.tokens.now()
-    model = inbox.model
-    try:
-        found = await run_in_threadpool(
-            redeem_link, model.control, model.reader, token, secret, now=now
-        )
-    except LinkError as exc:
-        gone = exc.problem in (LinkProblem.EXPIRED, LinkProblem.USED)
-        heading = "Link no longer valid" if gone else "Not a valid link"
-        return _message(inbox, 410 if gone else 403, heading, f"{exc} Open the inbox instead.")
-    except BlackboardError:
-        return _message(inbox, 404, "No such page", "This board does not record link uses.")
-    return RedirectResponse(f"/asks/{found.ask_id}", status_code=303)
-
-
 async def events(request: Request) -> Response:
     """The live-update stream of the signed-in person's page."""
     inbox = inbox_of(request)
@@ -274,17 +260,11 @@ async def _preview(
     inbox: Inbox, session: Session, ask_ids: list[str], note: str, nonce: object
 ) -> Response:
     """The devices an accepted digest would repair, and a form that confirms it."""
-    states = await run_in_threadpool(visible_states, inbox.model, session.human)
-    unasked = await run_in_threadpool(not_asked_rows, inbox.model)
-    by_id = {s.ask.ask_id: s for s in states}
-    repaired: list[str] = []
-    for ask_id in ask_ids:
-        state = by_id.get(ask_id)
-        if state is None:
-            return _message(inbox, 404, "No such ask", "There is no such ask for you.", session)
-        for device in digest_preview(states, state.ask, unasked):
-            if device not in repaired:
-                repaired.append(device)
+    repaired = await run_in_threadpool(repairs, inbox.model, session.human, ask_ids)
+    if repaired is None:
+        return _message(inbox, 404, "No such ask", "There is no such ask for you.", session)
+    ask = await run_in_threadpool(visible_state, inbox.model, session.human, ask_ids[0])
+    assert ask is not None
     single = len(ask_ids) == 1
     token = f"confirm:{ask_ids[0]}" if single else "confirm:" + group_token(ask_ids)
     action = f"/asks/{ask_ids[0]}/answer" if single else "/groups/answer"
@@ -292,7 +272,7 @@ async def _preview(
         "confirm.html", human=session.human, csrf=session.csrf, devices=repaired,
         action=action, asks=",".join(ask_ids), single=single, note=note,
         nonce=nonce if isinstance(nonce, str) else "", option=ACCEPT_DIGEST,
-        confirm=inbox.sessions.nonce(session, token), ask=by_id[ask_ids[0]].ask,
+        confirm=inbox.sessions.nonce(session, token), ask=ask.ask,
     )  # fmt: skip
 
 
@@ -306,7 +286,8 @@ async def decided(request: Request) -> Response:
     if number is None:
         return _message(inbox, 422, "Not a page", "page must be a positive number.", session)
     states = await run_in_threadpool(visible_states, inbox.model, session.human)
-    page = page_of(decided_rows(states), number)
+    reassigned = await run_in_threadpool(reassign_rows, inbox.model, states)
+    page = page_of(decided_rows(states, reassigned), number)
     return inbox.render("decided.html", human=session.human, csrf=session.csrf, page=page)
 
 
@@ -409,13 +390,15 @@ def _live_context(
     head = inbox.model.reader.head()
     states = visible_states(inbox.model, session.human)
     chosen = filters or Filters()
-    groups = group_asks(states, chosen, now_utc())
+    now = now_utc()
+    opened = [s.ask for s in states if s.status is AskStatus.OPEN]
+    routed = routing(inbox.model, session.human, inbox.assignment, opened)
+    groups = group_asks(states, chosen, now, routed)
     page = page_of(groups, number)
     items = [
         {
-            "state": g.first,
+            **_card(inbox, session, g.first, routed, now),
             "group": g,
-            "nonce": inbox.sessions.nonce(session, g.first.ask.ask_id),
             "group_nonce": inbox.sessions.nonce(session, group_token(g.ask_ids)),
         }
         for g in page.items
@@ -423,6 +406,7 @@ def _live_context(
     return {
         "head": head,
         "items": items,
+        "choices": routed.choices() if routed.recorded else [],
         "page": page,
         "filters": chosen,
         "open_total": sum(len(g.states) for g in groups),
@@ -430,6 +414,57 @@ def _live_context(
         "timeline": timeline(inbox.model, session.human, inbox.settings.timeline_length),
         "open": AskStatus.OPEN,
     }
+
+
+def _card(
+    inbox: Inbox, session: Session, state: AskState, routed: Routing, now: datetime
+) -> dict[str, Any]:
+    """What a card shows of one ask beyond the ask: its deadline, assignee and forms."""
+    ask = state.ask
+    return {
+        "state": state,
+        "nonce": inbox.sessions.nonce(session, ask.ask_id),
+        "due": due_of(ask, inbox.deadlines, now),
+        "assigned": routed.shown(ask),
+        "rank": RANKS[routed.rank(ask)],
+        "reassign_nonce": (
+            inbox.sessions.nonce(session, f"reassign:{ask.ask_id}") if routed.recorded else ""
+        ),
+    }
+
+
+async def reassign_form(request: Request) -> Response:
+    """Reassign an ask to a person or a team, with a note: a board write."""
+    inbox = inbox_of(request)
+    session = inbox.session(request)
+    if session is None:
+        return _message(inbox, 401, "Please log in", "Log in to reassign asks.")
+    wait = inbox.answer_limiter.take(session.human)
+    if wait:
+        return _limited(inbox, wait, session)
+    form = await request.form()
+    ask_id = request.path_params["ask_id"]
+    if not inbox.sessions.csrf_ok(session, form.get("csrf")):
+        return _forged(inbox, session)
+    nonce = form.get("nonce")
+    if not is_valid_id(ask_id) or not inbox.sessions.nonce_ok(session, f"reassign:{ask_id}", nonce):
+        return _forged(inbox, session)
+    to, note = form.get("to", ""), form.get("note", "")
+    if not isinstance(to, str) or not isinstance(note, str):
+        return _message(inbox, 422, "Not a reassignment", "Name a person or a team.", session)
+    done = await run_in_threadpool(
+        submit_reassign, inbox.model, session.human, ask_id, to, note, inbox.assignment
+    )
+    if done.outcome is Outcome.WRITTEN:
+        return RedirectResponse(f"/asks/{ask_id}", status_code=303)
+    titles = {
+        Outcome.CONFLICT: "Already settled",
+        Outcome.NOT_FOUND: "No such ask",
+        Outcome.INVALID: "Not reassigned",
+        Outcome.FORBIDDEN: "Not allowed",
+    }
+    title = "Not reassigned" if done.code == "unchanged" else titles[done.outcome]
+    return _message(inbox, done.outcome.value, title, done.message, session)
 
 
 def _message(

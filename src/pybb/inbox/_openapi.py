@@ -7,6 +7,7 @@ from typing import Any
 __all__ = ["openapi_document"]
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$"
+_ASSIGNEE = r"^(human:|team:)?[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -79,6 +80,32 @@ _SCHEMAS: dict[str, Any] = {
             "status": {"type": "string", "enum": ["open", "answered", "closed"]},
             "answer": _nullable("Answer"),
             "closure": _nullable("Closure"),
+            # on reads (listAsks, getAsk, reassignAsk): whom it is for, and its deadline
+            "assignee": {"anyOf": [_TEXT, {"type": "null"}]},
+            "rank": {"type": "string", "enum": ["mine", "team", "other"]},
+            "due": _nullable("Due"),
+            "reassignments": {"type": "array", "items": _ref("Reassignment")},
+        },
+        ["ask", "sequence", "status", "answer", "closure"],
+    ),
+    "Due": _obj({"at": _TIME, "option": _TEXT, "label": _TEXT, "overdue": {"type": "boolean"}}),
+    "Reassignment": _obj({"to": _TEXT, "by": _TEXT, "note": _TEXT, "at": _TIME}),
+    "ReassignRequest": _obj(
+        {
+            "to": {"type": "string", "pattern": _ASSIGNEE},
+            # something other than blanks: whoever gets the ask reads why
+            "note": {"type": "string", "pattern": "[^ \t\r\n]", "maxLength": 2000},
+        },
+        required=["to", "note"],
+    ),
+    "ReassignCreated": _obj(
+        {
+            "ask_id": _TEXT,
+            "sequence": {"type": "integer", "minimum": 1},
+            "assignment": _obj(
+                {"ask_id": _TEXT, "to": _TEXT, "by": _TEXT, "note": _TEXT, "at": _TIME}
+            ),
+            "state": _ref("AskState"),
         }
     ),
     "AskList": _obj({"asks": {"type": "array", "items": _ref("AskState")}}),
@@ -86,8 +113,24 @@ _SCHEMAS: dict[str, Any] = {
         {
             "option": {"type": "string", "pattern": _ID},
             "note": {"type": "string", "maxLength": 2000},
+            # accept-digest only: the token of the 428 answer that showed its preview
+            "confirm": {"type": "string", "maxLength": 128},
         },
         required=["option"],
+    ),
+    "RepairPreview": _obj(
+        {
+            "count": {"type": "integer", "minimum": 0},
+            "devices": {"type": "array", "items": _TEXT},
+        }
+    ),
+    "ConfirmationRequired": _obj(
+        {
+            "error": {"type": "string", "enum": ["confirmation_required", "confirmation_stale"]},
+            "message": _TEXT,
+            "preview": _ref("RepairPreview"),
+            "confirm": _TEXT,
+        }
     ),
     "AnswerCreated": _obj(
         {
@@ -165,7 +208,10 @@ def _paths() -> dict[str, Any]:
         "/api/asks": {
             "get": {
                 "operationId": "listAsks",
-                "summary": "The asks this person may see, oldest first.",
+                "summary": (
+                    "The asks this person may see: their own first, then their teams', "
+                    "then the rest; oldest first within each."
+                ),
                 "parameters": [
                     {
                         "name": "status",
@@ -196,6 +242,11 @@ def _paths() -> dict[str, Any]:
             "post": {
                 "operationId": "answerAsk",
                 "summary": "Answer an ask. Exactly one answer per ask is admitted.",
+                "description": (
+                    "Accepting a digest (option 'accept-digest') changes fleet policy: it is "
+                    "answered with 428 and the devices it would repair, and applied when sent "
+                    "again with the 428's 'confirm' token."
+                ),
                 "parameters": [_ASK_ID],
                 "requestBody": {
                     "required": True,
@@ -205,6 +256,32 @@ def _paths() -> dict[str, Any]:
                     "201": _json("The answer was written.", "AnswerCreated"),
                     "409": _json(
                         "Already answered (by whom, in state) or closed.", "AnswerConflict"
+                    ),
+                    "428": _json(
+                        "accept-digest, not yet confirmed (or the preview changed): the "
+                        "devices it would repair and the token that confirms this preview; "
+                        "send the answer again with it as 'confirm'.",
+                        "ConfirmationRequired",
+                    ),
+                    "429": _LIMITED,
+                    **_errors(400, 401, 403, 404, 413, 415, 422),
+                },
+            }
+        },
+        "/api/asks/{ask_id}/reassign": {
+            "post": {
+                "operationId": "reassignAsk",
+                "summary": "Reassign an open ask to a person or a team, saying why.",
+                "parameters": [_ASK_ID],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref("ReassignRequest")}},
+                },
+                "responses": {
+                    "201": _json("The reassignment was written.", "ReassignCreated"),
+                    "409": _json(
+                        "The ask is settled (state says how), or already assigned there.",
+                        "AnswerConflict",
                     ),
                     "429": _LIMITED,
                     **_errors(400, 401, 403, 404, 413, 415, 422),

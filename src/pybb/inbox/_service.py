@@ -17,6 +17,7 @@ from pybb.human import (
     ANSWERS,
     ASK_CLOSURES,
     ASKS,
+    ASSIGNMENTS,
     Answer,
     AskState,
     MalformedContentError,
@@ -183,7 +184,7 @@ def _item(record: Record, visible: set[str]) -> TimelineItem:
 
 def _summary(record: Record, region: str, visible: set[str]) -> str:
     content = record.content
-    if record.kind is RecordKind.LEVEL and region in (ASKS, ANSWERS, ASK_CLOSURES):
+    if record.kind is RecordKind.LEVEL and region in (ASKS, ANSWERS, ASK_CLOSURES, ASSIGNMENTS):
         ask_id = content.get("ask_id") if isinstance(content, dict) else None
         if ask_id not in visible:
             return "(an ask for other people)"
@@ -191,6 +192,8 @@ def _summary(record: Record, region: str, visible: set[str]) -> str:
             return f"asked {ask_id}: {content.get('title', '')}"
         if region == ANSWERS:
             return f"{content.get('by', '')} answered {ask_id}: {content.get('option', '')}"
+        if region == ASSIGNMENTS:
+            return f"{content.get('by', '')} reassigned {ask_id} to {content.get('to', '')}"
         return f"closed {ask_id}: {content.get('reason', '')}"
     text = json.dumps(content, ensure_ascii=False, sort_keys=True)
     return text if len(text) <= _SUMMARY_LENGTH else text[: _SUMMARY_LENGTH - 1] + "…"

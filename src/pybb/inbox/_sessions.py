@@ -33,6 +33,8 @@ class Session:
         token_id: The public id of the token they logged in with.
         csrf: The CSRF token of this session's forms.
         expires_at: When the login ends.
+        ask_id: A sign-in from a notification's link opens this one ask only (``None``:
+            a login with a token, which opens the whole inbox).
     """
 
     session_id: str
@@ -40,6 +42,7 @@ class Session:
     token_id: str
     csrf: str
     expires_at: datetime
+    ask_id: str | None = None
 
 
 class Sessions:
@@ -64,6 +67,26 @@ class Sessions:
             secrets.token_urlsafe(32),
             expires,
         )
+        return self._keep(session)
+
+    def open_link(self, human: str, ask_id: str, link_id: str, expires: datetime) -> Session:
+        """Start a sign-in from a redeemed link: ``human``, for ``ask_id`` only.
+
+        It ends with the session ttl or the link's expiry, whichever comes first; there
+        is no token behind it, so ``token_id`` names the link (``link:<id>``).
+        """
+        ends = min(self._clock() + self._ttl, expires)
+        session = Session(
+            secrets.token_urlsafe(32),
+            human,
+            f"link:{link_id}",
+            secrets.token_urlsafe(32),
+            ends,
+            ask_id,
+        )
+        return self._keep(session)
+
+    def _keep(self, session: Session) -> Session:
         with self._lock:
             self._open[session.session_id] = session
             while len(self._open) > _MAX_SESSIONS:
@@ -94,6 +117,19 @@ class Sessions:
     def nonce_ok(self, session: Session, ask_id: str, nonce: object) -> bool:
         """Whether ``nonce`` is this session's nonce for ``ask_id``."""
         return isinstance(nonce, str) and hmac.compare_digest(self.nonce(session, ask_id), nonce)
+
+    def sign(self, *parts: str) -> str:
+        """An HMAC of ``parts`` under the inbox's key, for tokens bound to what they name.
+
+        The link page's CSRF token (bound to the link and the browser) and the API's
+        accept-digest confirmation (bound to the person, the ask and the preview) are.
+        """
+        message = "\x1f".join(("sign", *parts)).encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+    def signed_ok(self, value: object, *parts: str) -> bool:
+        """Whether ``value`` is :meth:`sign` of ``parts``."""
+        return isinstance(value, str) and hmac.compare_digest(self.sign(*parts), value)
 
     @staticmethod
     def csrf_ok(session: Session, token: object) -> bool:

@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 
 from blackboard import Model
 from pybb.human import Ask, AskState, AskStatus
+from pybb.inbox._assigned import Routing
 
 __all__ = [
     "PAGE_SIZE",
@@ -55,8 +56,9 @@ class Filters:
     Attributes:
         reason: The escalation reason (e.g. ``tampered_component``).
         device_class: The device class (``class=``).
-        team: The team the ask is addressed to (``team:<name>`` in its ``to``, or a
-            ``team`` in its report data).
+        team: The team the ask is for: its assignee (a reassignment, else the
+            assignment policy's route) is ``team:<name>`` or a person on that team. An
+            ask assigned to nobody falls back to a ``team`` in its report data.
         age: Only asks at least this old: ``30m``, ``2h``, ``1d``.
     """
 
@@ -76,14 +78,14 @@ class Filters:
         ]
         return urlencode([(k, v) for k, v in pairs if v])
 
-    def admits(self, ask: Ask, now: datetime) -> bool:
-        """Whether ``ask`` passes every filter."""
+    def admits(self, ask: Ask, now: datetime, routed: Routing | None = None) -> bool:
+        """Whether ``ask`` passes every filter (its team from ``routed``, if given)."""
         cause = root_cause(ask)
         if self.reason and cause[0] != self.reason:
             return False
         if self.device_class and cause[1] != self.device_class:
             return False
-        if self.team and self.team not in teams_of(ask):
+        if self.team and self.team not in _teams(ask, routed):
             return False
         minimum = age_of(self.age)
         return minimum is None or now - ask.created_at >= minimum
@@ -98,7 +100,7 @@ class Group:
 
     @property
     def first(self) -> AskState:
-        """The oldest member, shown in full."""
+        """The member shown in full: the oldest (of the person's own, if any are theirs)."""
         return self.states[0]
 
     @property
@@ -189,6 +191,13 @@ def root_cause(ask: Ask) -> tuple[str, str, str]:
     return reason, device_class, finding
 
 
+def _teams(ask: Ask, routed: Routing | None) -> set[str]:
+    found = routed.teams_of(ask) if routed is not None else set()
+    if routed is not None and routed.target(ask) is not None:
+        return found
+    return found | teams_of(ask)
+
+
 def teams_of(ask: Ask) -> set[str]:
     """The teams an ask is addressed to."""
     data: Mapping[str, Any] = ask.report_data
@@ -198,11 +207,20 @@ def teams_of(ask: Ask) -> set[str]:
     return teams
 
 
-def group_asks(states: Iterable[AskState], filters: Filters, now: datetime) -> list[Group]:
-    """The open asks that pass ``filters``, grouped by root cause, oldest group first."""
+def group_asks(
+    states: Iterable[AskState], filters: Filters, now: datetime, routed: Routing | None = None
+) -> list[Group]:
+    """The open asks that pass ``filters``, grouped by root cause, oldest group first.
+
+    With ``routed``, the person's own asks come first, then their teams', then the
+    rest (a group ranks as its best member, and lists its members in that order too);
+    oldest first within each.
+    """
     groups: dict[tuple[str, str, str], list[AskState]] = {}
+    if routed is not None:  # sorted is stable: oldest first within a rank
+        states = sorted(states, key=lambda s: routed.rank(s.ask))
     for state in states:
-        if state.status is AskStatus.OPEN and filters.admits(state.ask, now):
+        if state.status is AskStatus.OPEN and filters.admits(state.ask, now, routed):
             cause = root_cause(state.ask)
             # An ask without a tier report has no known root cause: it stands alone.
             key = cause if cause[0] and cause[1] else ("", "", state.ask.ask_id)
@@ -223,9 +241,11 @@ def group_token(ask_ids: Iterable[str]) -> str:
     return "group:" + hashlib.sha256(joined.encode()).hexdigest()
 
 
-def decided_rows(states: Iterable[AskState]) -> list[dict[str, Any]]:
-    """Every settled ask, newest first: who decided, what, when, and how."""
-    rows: list[dict[str, Any]] = []
+def decided_rows(
+    states: Iterable[AskState], reassigned: Iterable[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Every settled ask, and every reassignment, newest first: who, what, when, how."""
+    rows: list[dict[str, Any]] = [dict(row) for row in reassigned]
     for state in states:
         ask = state.ask
         if state.answer is not None:

@@ -21,6 +21,7 @@ from pybb.human import (
     ask_state,
     asks_for,
     assignee,
+    assignees,
     assignments,
     reassign,
     set_person,
@@ -115,3 +116,44 @@ def test_asks_addressed_to_others_are_not_listed(board: Model) -> None:
     post(board, "for-bob", POLICY, to=("human:bob",))
     post(board, "anyone", POLICY)
     assert [a.ask_id for a in asks_for(board.reader, "human:alice", ROUTES)] == ["anyone"]
+
+
+def test_assignees_of_many_asks_agree_with_assignee_of_each(board: Model) -> None:
+    _post(board, "t", 0, reason="tampered_component")
+    _post(board, "f", 1, **{"class": "fedora37"})
+    _post(board, "x", 2)
+    reassign(board.control, "human:alice", "f", "human:bob", "bob has the logs")
+    reassign(board.control, "human:bob", "f", "team:ops", "back to ops")  # the latest holds
+    asks = [_ask(board, a) for a in "tfx"]
+    many = assignees(board.reader, asks, ROUTES)
+    assert many == {a.ask_id: assignee(board.reader, a, ROUTES) for a in asks}
+    assert many == {"t": "human:alice", "f": "team:ops", "x": "team:triage"}
+
+
+def test_an_assignment_policy_reads_from_json_and_names_what_is_wrong() -> None:
+    data = {
+        "default": "team:triage",
+        "rules": [
+            {"to": "human:alice", "reason": "tampered_component"},
+            {"to": "team:ops", "class": "fedora37"},
+            {"to": "human:bob", "scope": "fleet/site-b"},
+        ],
+    }
+    assert AssignmentPolicy.from_json(data) == ROUTES
+    assert AssignmentPolicy.from_json(ROUTES.to_json()) == ROUTES
+    assert AssignmentPolicy.from_json({}) == AssignmentPolicy()
+    bad: list[tuple[object, str]] = [
+        ([], "must be an object"),
+        ({"rule": []}, "'rule'.*not a key"),
+        ({"rules": {}}, "rules.*must be a list"),
+        ({"rules": ["human:bob"]}, "rule 1.*must be an object"),
+        ({"rules": [{"reason": "x"}]}, "rule 1.*to.*missing"),
+        ({"rules": [{"to": "human:bob", "klass": "x"}]}, "'klass'.*not a key.*class"),
+        ({"rules": [{"to": "human:bob", "class": 3}]}, "class.*must be text"),
+        ({"rules": [{"to": "bob"}]}, "neither 'human:<name>' nor 'team:<name>'"),
+        ({"default": 7}, "default.*must be"),
+        ({"default": "ops"}, "neither"),
+    ]
+    for data_, message in bad:
+        with pytest.raises(MalformedContentError, match=message):
+            AssignmentPolicy.from_json(data_)

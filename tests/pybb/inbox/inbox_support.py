@@ -31,7 +31,15 @@ import httpx
 import uvicorn
 
 from blackboard import Level, Model, Premise, create_model
-from pybb.human import HUMAN_REGIONS, Ask, Option, answer_rule, compose_rules, post_ask
+from pybb.human import (
+    HUMAN_REGIONS,
+    PEOPLE_REGIONS,
+    Ask,
+    Option,
+    answer_rule,
+    compose_rules,
+    post_ask,
+)
 from pybb.inbox import InboxSettings, RateLimit, TokenTable, create_app
 
 HOSTILE = [
@@ -142,10 +150,14 @@ REALISTIC = [
 ]
 
 
-def new_board(path: Path, board_id: str = "run-1") -> Model:
-    """A run with the human loop, an application level and a budget premise."""
+def new_board(path: Path, board_id: str = "run-1", *, people: bool = False) -> Model:
+    """A run with the human loop, an application level and a budget premise.
+
+    With ``people``, it declares the people levels too (people, reassignments, ...).
+    """
+    people_levels = list(PEOPLE_REGIONS) if people else []
     return create_model(
-        regions=[*HUMAN_REGIONS, Level("entries"), Premise("budget")],
+        regions=[*HUMAN_REGIONS, *people_levels, Level("entries"), Premise("budget")],
         premises={"budget": BUDGET},
         admission_rule=compose_rules(answer_rule),
         store=f"sqlite:///{path}",

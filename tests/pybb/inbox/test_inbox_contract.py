@@ -4,7 +4,9 @@ Every operation gets at least 100 generated examples, valid and invalid; every r
 must keep the contract (status code, content type, headers and body schema) and no
 response may be a server error. One refusal depends on state the schema cannot
 express: an option id that fits the pattern but is not one of that ask's options gets
-422 ``unknown_option``; only for it is the "valid data is accepted" check waived.
+422 ``unknown_option``, and accepting a digest is first answered 428 with its preview
+(a confirmation the schema cannot tell it has not sent); only for these is the "valid
+data is accepted" check waived.
 Half the well-formed ask ids (and option ids) are swapped for real ones, so answering,
 conflicts and other people's asks are exercised too.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +27,28 @@ from schemathesis.checks import negative_data_rejection, positive_data_acceptanc
 
 from pybb.human import ANSWERS
 from pybb.inbox import TokenTable
+from pybb.inbox._openapi import openapi_document
 
 EXAMPLES = 100
 ID = r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}"
-ASK_IDS = [f"ask-{n}" for n in range(6)] + [a.ask_id for a in REALISTIC] + ["ask-9"]
+ASK_IDS = (
+    [f"ask-{n}" for n in range(6)] + [a.ask_id for a in REALISTIC] + ["ask-9"] + ["digest-7"] * 4
+)
+OPTIONS = ["accept", "quarantine", "remeasure", "accept-digest"]
 COUNTS: dict[str, int] = {}
 STATUSES: dict[str, set[int]] = {}
 
 
 @pytest.fixture
 def inbox(tmp_path: Path) -> Any:
-    model = new_board(tmp_path / "contract.db")
+    model = new_board(tmp_path / "contract.db", people=True)  # reassignments can be written
     post_asks(model, [hostile_ask(n) for n in range(6)] + REALISTIC)
     post_asks(model, [hostile_ask(9, to=("human:bob",))])
+    digest = hostile_ask(7)
+    options = tuple(
+        replace(o, id="accept-digest") if o.id == "accept" else o for o in digest.options
+    )
+    post_asks(model, [replace(digest, ask_id="digest-7", options=options)])
     tokens = TokenTable()
     app = app_for(model, tokens, allowed_hosts=("127.0.0.1", "localhost", "testserver"))
     app.state.test_token = tokens.issue("alice")
@@ -54,10 +66,15 @@ schema = schemathesis.pytest.from_fixture("inbox_schema")
 
 
 def _unknown_option(response: Any) -> bool:
-    if response.status_code != 422:
+    if response.status_code not in (422, 428):
         return False
     body = response.json()
-    return isinstance(body, dict) and body.get("error") == "unknown_option"
+    # Not one of the ask's options, an accepted digest to confirm, or (reassigning) not
+    # someone the ask may go to.
+    return isinstance(body, dict) and body.get("error") in (
+        "unknown_option", "confirmation_required", "confirmation_stale",
+        "unknown_assignee", "not_addressed",
+    )  # fmt: skip
 
 
 def _aim_at_real_asks(case: Any) -> None:
@@ -72,7 +89,9 @@ def _aim_at_real_asks(case: Any) -> None:
     body = case.body
     option = body.get("option") if isinstance(body, dict) else None
     if isinstance(option, str) and re.fullmatch(ID, option) and digest[2] % 2:
-        body["option"] = ["accept", "quarantine", "remeasure"][digest[3] % 3]
+        body["option"] = OPTIONS[digest[3] % len(OPTIONS)]
+        if case.path_parameters["ask_id"] == "digest-7":
+            body["option"] = "accept-digest"  # so that its confirmation is exercised
 
 
 @schema.parametrize()
@@ -103,9 +122,13 @@ def test_the_api_keeps_its_contract(case: Any, inbox: Any) -> None:
 def test_every_operation_had_at_least_100_examples() -> None:
     if not COUNTS:
         pytest.skip("run together with test_the_api_keeps_its_contract")
-    assert len(COUNTS) == 6
+    documented = openapi_document("inbox", "0")["paths"]
+    assert len(COUNTS) == sum(len(operations) for operations in documented.values())
     assert min(COUNTS.values()) >= EXAMPLES, COUNTS
     answer = STATUSES["POST /api/asks/{ask_id}/answer"]
-    assert {201, 404, 409, 422} <= answer, answer  # success, not found, conflict, invalid
+    # success, not found, conflict, invalid, an accepted digest to confirm
+    assert {201, 404, 409, 422, 428} <= answer, answer
+    reassign = STATUSES["POST /api/asks/{ask_id}/reassign"]
+    assert {201, 404, 409, 422} <= reassign, reassign
     assert 404 in STATUSES["GET /api/asks/{ask_id}"]
     assert 200 in STATUSES["GET /api/asks/{ask_id}"]

@@ -3,9 +3,10 @@ a person answers it, and an ask nobody answers gets its default at the deadline.
 
 A supervised run (SQLite) notifies alice over a local webhook receiver and a local
 aiosmtpd server; the real inbox (uvicorn, on the same store) accepts the links. Chromium
-(Debian's, driven by Playwright) logs in, follows the emailed link, answers with one
-click; the same link again is refused. The run's fake clock passes the other ask's
-deadline and the ask page shows it answered by the deadline.
+(Debian's, driven by Playwright) follows the emailed link after a mail scanner has
+fetched it (which uses nothing), signs in with the landing page's button (which uses
+the link) and answers with one click; the same link again is refused. The run's fake
+clock passes the other ask's deadline and the ask page shows it answered by the deadline.
 """
 
 from __future__ import annotations
@@ -53,6 +54,16 @@ pytestmark = pytest.mark.browser
 
 if not CHROMIUM.exists() and not IN_CI:
     pytest.skip("Debian's chromium is not installed (/usr/bin/chromium)", allow_module_level=True)
+
+
+def _screenshot(page: Any, name: str) -> None:
+    """Into test-artifacts/inbox/, and with PYBB_DOCS_SCREENSHOT=1 into docs/ as well."""
+    repo = Path(__file__).resolve().parents[3]
+    shots = repo / "test-artifacts" / "inbox"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / name), full_page=True)
+    if os.environ.get("PYBB_DOCS_SCREENSHOT") == "1":
+        page.screenshot(path=str(repo / "docs" / f"inbox-{name}"), full_page=True)
 
 
 def _link(text: str) -> str:
@@ -124,14 +135,22 @@ def _flow(
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         try:
+            # a mail scanner fetches the link first (its own client, no cookies): it
+            # sees the landing page and uses nothing
+            scanner = browser.new_context(base_url=url)
+            scanned = scanner.request.get(link)
+            assert scanned.status == 200 and "Sign in and answer" in scanned.text()
+            scanner.close()
+            assert model.reader.read_level("link_uses") == ()
             page = browser.new_context(base_url=url).new_page()
             page.set_default_timeout(15_000)
-            page.goto("/login")
-            page.fill("#token", token)
-            page.click("form[action='/login'] button")
-            page.wait_for_url(url + "/")
-            page.goto(link)  # the emailed link: accepted, it opens the ask
-            assert page.url == f"{url}/asks/{first.ask_id}"
+            page.goto(link)  # the person's click, not logged in: the ask and one button
+            assert page.url == link
+            assert first.title in page.inner_text("h1")
+            _screenshot(page, "link-landing.png")
+            page.click("button[data-follow-link='yes']")  # uses the link, signs in
+            page.wait_for_url(f"{url}/asks/{first.ask_id}")
+            assert len(model.reader.read_level("link_uses")) == 1
             option = first.options[-1].id
             page.locator(f"button[data-option='{option}']").click()
             page.wait_for_load_state()
@@ -139,6 +158,12 @@ def _flow(
             again = page.goto(link)  # the same link a second time: refused
             assert again is not None and again.status == 410
             assert "already used" in page.inner_text("body")
+            # the sign-in from the link opened that ask only; the token opens the rest
+            page.goto(f"/asks/{second.ask_id}")
+            assert page.url == f"{url}/login"
+            page.fill("#token", token)
+            page.click("form[action='/login'] button")
+            page.wait_for_url(url + "/")
 
             clock.advance(3600)  # nobody answered the other ask: its deadline passes
             run.poll()
