@@ -14,6 +14,7 @@ The tree::
     ├── RouteError                  a route whose chains cannot be followed
     │   └── UnknownSourceError      a recorded chain names a source that is not registered
     ├── ResolutionError             an out-of-band resolution that cannot be applied
+    ├── ReopenError                 an entry that cannot be opened again as asked
     ├── BoardClosedError            the board's kernel run was closed; nothing more lands
     ├── AttemptError                raised *by* a knowledge source to fail its attempt
     ├── EventLogError               (pybb.attestation) a TCG event log that cannot be read
@@ -51,6 +52,7 @@ __all__ = [
     "EntryNotFoundError",
     "PredicateError",
     "PybbError",
+    "ReopenError",
     "ResolutionError",
     "RouteError",
     "SourceError",
@@ -179,6 +181,20 @@ class ResolutionError(PybbError):
 
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"cannot resolve entry {key!r}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+class ReopenError(PybbError):
+    """An entry that cannot be opened again (still being worked on, a bad field).
+
+    Attributes:
+        key: The entry.
+        problem: What is wrong, and how to fix it.
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"cannot reopen entry {key!r}: {problem}")
         self.key = key
         self.problem = problem
 

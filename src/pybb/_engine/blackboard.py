@@ -144,6 +144,11 @@ class Blackboard:
         return self.journal.model
 
     @property
+    def writer(self) -> str:
+        """The writer name of this blackboard's own writes (entries, changes, resolutions)."""
+        return self._writer
+
+    @property
     def head(self) -> int:
         """The sequence number of the last write this blackboard has seen."""
         return self.journal.view.head
@@ -217,8 +222,9 @@ class Blackboard:
         outside_attempt("add_ks_history")
         state = self._entry(key)
         number = state.ks_history.get(source, 0) + 1
-        content = {"key": key, "source": source, "attempt": number, "status": "counted"}
-        self.journal.emit(ATTEMPTS, self._writer, content, f"attempt/{key}/{source}/{number}")
+        named = state.record_key
+        content = {"key": named, "source": source, "attempt": number, "status": "counted"}
+        self.journal.emit(ATTEMPTS, self._writer, content, f"attempt/{named}/{source}/{number}")
         return number
 
     def report(self, key: str, report: Any) -> None:
@@ -334,7 +340,7 @@ class Blackboard:
             )
         if state.resolution is None:
             fault_point("answer.apply")
-            once = idempotency_key or f"resolve/{key}"
+            once = idempotency_key or f"resolve/{state.record_key}"
             self.journal.emit(RESOLUTIONS, self._writer, content, once)
         return self._resolved(state, content)
 
@@ -402,7 +408,7 @@ class Blackboard:
         if context is not None:
             context.write(component, value)
             return
-        content: dict[str, Any] = {"key": key, "value": value}
+        content: dict[str, Any] = {"key": self._entry(key).record_key, "value": value}
         if component is not None:
             content["component"] = component
         self.journal.emit(region, writer, content, None)

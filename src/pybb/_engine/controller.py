@@ -21,9 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from blackboard import IdempotencyKeyError
+from pybb._engine.attempt import outside_attempt
 from pybb._engine.blackboard import Blackboard
-from pybb._engine.entries import check_key
+from pybb._engine.entries import check_key, reopen_content
 from pybb._engine.observers import Observers
+from pybb._engine.projection import ENTRIES, EntryState
 from pybb._engine.routes import DispatchedView, Route, RouteTable
 from pybb._engine.runner import AttemptRunner
 from pybb._engine.seams import Clock, ControllerObserver, SystemClock
@@ -36,9 +39,24 @@ from pybb._engine.types import (
     Segment,
 )
 from pybb._engine.verdicts import Predicate, Predicates
-from pybb.errors import DuplicateSourceError, RouteError, SourceError, UnknownSourceError
+from pybb.errors import (
+    DuplicateSourceError,
+    EntryNotFoundError,
+    RouteError,
+    SourceError,
+    UnknownSourceError,
+)
 
 __all__ = ["Controller", "Predicate", "Route"]
+
+
+def _opened_under(entry: EntryState, once: str) -> int | None:
+    """The generation of ``entry`` opened under the idempotency key ``once``, if any."""
+    for ended in entry.generations:
+        opening = ended["next"]
+        if opening.get("once") == once:
+            return int(opening["generation"])
+    return None
 
 
 class Controller(CycleSteps):
@@ -373,6 +391,73 @@ class Controller(CycleSteps):
         if first:
             self._observers.tell("on_resolved", stored)
         return stored
+
+    def reopen(
+        self,
+        key: str,
+        measurement: Any,
+        *,
+        by: str,
+        at: datetime | None = None,
+        note: str | None = None,
+        idempotency_key: str | None = None,
+        conditions: Mapping[str, str] | None = None,
+    ) -> int:
+        """Open the next generation of a settled entry: its route runs again on ``measurement``.
+
+        For a fresh measurement of something already decided (a device measured again
+        after a person sent it back): the entry's next generation is written as a record
+        (``pybb.entries``, ``generation`` n+1, with who, when, the note and what it
+        followed), and the controller judges, dispatches and works it as a new entry:
+        its chain's sources get their attempts again, failures are restored, and an
+        entry still failing is escalated again, as a new escalation (a new id). The
+        generations before stay in the history, with their escalations and resolutions.
+
+        Exactly once: the record is unique per generation, and written under
+        ``idempotency_key`` (default ``reopen/<key>/<generation>``); a second call with
+        the same key, from this process or another, or after a restart, opens nothing
+        and returns the generation the first call opened.
+
+        Args:
+            key: The entry: good, escalated or resolved (not while it is worked on).
+            measurement: The fresh measurement (a dict with the entry's components, for
+                a component-wise entry).
+            by: Who reopened it.
+            at: When (timezone-aware; default now).
+            note: Why, for the history (at most 2,000 characters).
+            idempotency_key: Reopens at most once under this key.
+            conditions: For a component-wise entry whose fresh measurement has other
+                components (a device whose evidence now fails to load), its conditions;
+                by default the entry's own.
+
+        Returns:
+            The generation the entry now stands at (2 after its first reopening).
+
+        Raises:
+            EntryNotFoundError: No entry ``key``.
+            ReopenError: The entry is still being worked on, or a field is unusable.
+                Nothing is written.
+        """
+        outside_attempt("reopen")
+        self.take_in()  # another process may have reopened it already
+        entry = self._journal.view.entries.get(key) if isinstance(key, str) else None
+        if entry is None:
+            raise EntryNotFoundError(key)
+        once = idempotency_key or f"reopen/{key}/{entry.generation + 1}"
+        opened = _opened_under(entry, once)
+        if opened is not None:
+            return opened
+        content = reopen_content(entry, measurement, by, at, note, once, conditions)
+        try:
+            self._journal.emit(ENTRIES, self.blackboard.writer, content, once)
+        except IdempotencyKeyError:
+            # Another process used the key first (with another time, say); the journal has
+            # re-read the board, which holds that reopening.
+            opened = _opened_under(self._journal.view.entries[key], once)
+            if opened is None:
+                raise
+            return opened
+        return self._journal.view.entries[key].generation
 
     def status(self, *, limit: int | None = None, console: Any = None) -> None:
         """Print the cycle count and all the entries as a table (escalated ones first).

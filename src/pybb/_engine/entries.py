@@ -11,10 +11,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from blackboard import Region
-from pybb._engine.projection import EntryState
-from pybb._engine.types import BlackboardEntry, Segment
+from pybb._engine.projection import GENERATION_MARK, EntryState, record_key
+from pybb._engine.types import BlackboardEntry, Segment, Stage
 from pybb._engine.values import NotJSONError, copy_value, describe
-from pybb.errors import ComponentError, EntryError, EntryExistsError, PybbError, ResolutionError
+from pybb.errors import (
+    ComponentError,
+    EntryError,
+    EntryExistsError,
+    PybbError,
+    ReopenError,
+    ResolutionError,
+)
 
 __all__ = [
     "MAX_KEY",
@@ -23,6 +30,7 @@ __all__ = [
     "check_key",
     "copy_json",
     "entry_content",
+    "reopen_content",
     "resolution_content",
     "same_entry",
 ]
@@ -37,6 +45,12 @@ def check_key(key: object) -> None:
         raise EntryError(
             None,
             f"key {key!r} is not usable; use a non-empty string of at most {MAX_KEY} characters",
+        )
+    if GENERATION_MARK in key:
+        raise EntryError(
+            None,
+            f"key {key!r} holds the character U+001F, which marks a reopened entry's "
+            "generation in its records; leave it out of the key",
         )
 
 
@@ -120,8 +134,9 @@ def copy_json(key: str, value: Any, what: str) -> Any:
 def same_entry(state: EntryState, content: Mapping[str, Any]) -> bool:
     return (
         state.predicate == content.get("predicate")
-        and state.conditions == content.get("conditions")
-        and state.original == content["measurement"]
+        and (state.generations[0]["conditions"] if state.generations else state.conditions)
+        == content.get("conditions")
+        and state.first == content["measurement"]
         and state.origin is Segment(content["segment"])
     )
 
@@ -138,7 +153,12 @@ def resolution_content(
         raise ResolutionError(
             key, f"at must be a timezone-aware datetime, got {at!r}; e.g. datetime.now(UTC)"
         )
-    content: dict[str, Any] = {"key": key, "decision": decision, "by": by, "at": when.isoformat()}
+    content: dict[str, Any] = {
+        "key": state.record_key,
+        "decision": decision,
+        "by": by,
+        "at": when.isoformat(),
+    }
     if measurement is not None:
         try:
             copied = copy_value(measurement)
@@ -150,6 +170,75 @@ def resolution_content(
             except EntryError as exc:
                 raise ResolutionError(key, exc.problem) from None
         content["measurement"] = copied
+    return content
+
+
+_SETTLED = frozenset({Stage.GOOD, Stage.ESCALATED, Stage.RESOLVED})
+MAX_NOTE = 2_000
+
+
+def reopen_content(
+    state: EntryState,
+    measurement: Any,
+    by: object,
+    at: object,
+    note: object,
+    once: str,
+    conditions: object = None,
+) -> dict[str, Any]:
+    """The record of the entry's next generation: the fresh measurement, who, when, why.
+
+    Raises:
+        ReopenError: The entry is still being worked on, or a field is unusable.
+    """
+    key = state.key
+    if state.stage not in _SETTLED:
+        raise ReopenError(
+            key,
+            f"it is still being worked on (its stage is {state.stage.value!r}); reopen an "
+            "entry once it is settled (good, escalated or resolved)",
+        )
+    if not isinstance(by, str) or not by:
+        raise ReopenError(key, f"by must be a non-empty string, got {by!r}")
+    when = datetime.now(UTC) if at is None else at
+    if not isinstance(when, datetime) or when.tzinfo is None:
+        raise ReopenError(
+            key, f"at must be a timezone-aware datetime, got {at!r}; e.g. datetime.now(UTC)"
+        )
+    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
+        raise ReopenError(key, f"note must be a string of at most {MAX_NOTE} characters")
+    if measurement is None:
+        raise ReopenError(key, "it needs the fresh measurement to run its route on")
+    if conditions is not None and state.conditions is None:
+        raise ReopenError(
+            key, "it judges a single measurement with a predicate; it takes no conditions"
+        )
+    try:
+        copied = copy_value(measurement)
+        if state.conditions is not None:
+            judged = state.conditions if conditions is None else conditions
+            fresh_conditions = check_conditions(key, judged, copied)
+    except NotJSONError as exc:
+        raise ReopenError(key, f"the fresh measurement {exc}") from None
+    except EntryError as exc:
+        raise ReopenError(key, exc.problem) from None
+    generation = state.generation + 1
+    content: dict[str, Any] = {
+        "key": record_key(key, generation),
+        "segment": Segment.CERTIFY.value,
+        "measurement": copied,
+        "generation": generation,
+        "by": by,
+        "at": when.isoformat(),
+        "after": {"stage": state.stage.value, "escalation": state.escalation_seq or None},
+        "once": once,
+    }
+    if state.conditions is not None:
+        content["conditions"] = fresh_conditions
+    else:
+        content["predicate"] = state.predicate
+    if note:
+        content["note"] = note
     return content
 
 

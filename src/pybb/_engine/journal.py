@@ -32,7 +32,15 @@ from blackboard import (
     Written,
 )
 from pybb._engine.admission import PybbRule
-from pybb._engine.projection import CYCLE, ESCALATIONS, KINDS, RESOLUTIONS, Projection, View
+from pybb._engine.projection import (
+    CYCLE,
+    ESCALATIONS,
+    KINDS,
+    RESOLUTIONS,
+    Projection,
+    View,
+    base_key,
+)
 from pybb.errors import BoardClosedError
 
 __all__ = ["EntryCheck", "Journal", "Pending"]
@@ -343,11 +351,11 @@ class Journal:
             if not isinstance(proposal, ProposedContribution):
                 continue
             if proposal.level == ESCALATIONS:
-                escalated = self._state.entries[proposal.content["key"]]
+                escalated = self._state.entries[base_key(proposal.content["key"])]
                 escalated.escalation_seq = first + offset
                 escalated.escalation = None  # the board holds it now (``record``)
             elif proposal.level == RESOLUTIONS:
-                entry = self._state.entries[proposal.content["key"]]
+                entry = self._state.entries[base_key(proposal.content["key"])]
                 entry.resolution = {**proposal.content, "sequence": first + offset}
 
 
@@ -377,9 +385,9 @@ _log = logging.getLogger("pybb")
 
 
 def entry_key(content: Any) -> str | None:
-    """The entry a record is about, if it names one."""
+    """The entry a record is about, if it names one (whatever generation of it)."""
     key = content.get("key") if isinstance(content, dict) else None
-    return key if isinstance(key, str) else None
+    return base_key(key) if isinstance(key, str) else None
 
 
 def _landed(results: list[WriteResult]) -> int | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from blackboard import Record
 from pybb._engine.blackboard import Blackboard
-from pybb._engine.projection import RESOLUTIONS
+from pybb._engine.projection import RESOLUTIONS, base_key
 from pybb._engine.seams import ControllerObserver
 from pybb._engine.types import Stage
 
@@ -55,6 +55,6 @@ class Observers:
             return
         for record in records:
             if record.region == RESOLUTIONS:
-                resolution = board.get_resolution(record.content["key"])
+                resolution = board.get_resolution(base_key(record.content["key"]))
                 if resolution is not None:
                     self.tell("on_resolved", resolution)

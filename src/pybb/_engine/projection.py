@@ -25,6 +25,7 @@ __all__ = [
     "DISPATCHES",
     "ENTRIES",
     "ESCALATIONS",
+    "GENERATION_MARK",
     "HANDOFFS",
     "KINDS",
     "REGIONS",
@@ -34,6 +35,8 @@ __all__ = [
     "EntryState",
     "Projection",
     "View",
+    "base_key",
+    "record_key",
 ]
 
 ENTRIES = "pybb.entries"
@@ -76,6 +79,32 @@ KINDS = {
 }
 """Each region's name in ``HistoryEvent.kind``."""
 
+GENERATION_MARK = "\x1f"
+"""Joins an entry's key and its generation in the records of a reopened entry.
+
+Generation 1 (the entry as first written) keeps the plain key, so boards written before
+reopening existed read as they did; generation ``n`` > 1 writes ``<key>`` U+001F ``<n>``, which
+the unique levels and the idempotency keys then tell apart from the generations before
+it (``docs/adr/0019``). Entry keys may not hold the mark."""
+
+
+def record_key(key: str, generation: int) -> str:
+    """The key the records of ``generation`` of entry ``key`` carry."""
+    return key if generation == 1 else f"{key}{GENERATION_MARK}{generation}"
+
+
+def base_key(key: str) -> str:
+    """The entry a record key names (the key itself for a first generation)."""
+    cut = key.rfind(GENERATION_MARK)
+    return key if cut < 0 else key[:cut]
+
+
+def _split(key: str) -> tuple[str, int] | None:
+    base, mark, number = key.rpartition(GENERATION_MARK)
+    if not mark or not number.isdigit():
+        return None
+    return base, int(number)
+
 
 # Stage.X costs about 0.1 µs a look-up (the enum metaclass); these run per record and
 # per entry of every cycle.
@@ -100,6 +129,7 @@ class EntryState:
         "conditions",
         "escalation",
         "escalation_seq",
+        "generations",
         "good_standing",
         "judgement_error",
         "key",
@@ -147,6 +177,31 @@ class EntryState:
         self.escalation: Mapping[str, Any] | None = None
         self.escalation_seq = 0
         self.resolution: Mapping[str, Any] | None = None
+        # The generations before this one, as they ended, each with the record that opened
+        # the next (one slot, a tuple: the empty one is shared, so a board of a million
+        # entries that never reopen pays a pointer each).
+        self.generations: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def generation(self) -> int:
+        """1 as first written, one more at each reopening."""
+        return len(self.generations) + 1
+
+    @property
+    def record_key(self) -> str:
+        """The key this generation's records carry (see :func:`record_key`)."""
+        generations = self.generations
+        return self.key if not generations else record_key(self.key, len(generations) + 1)
+
+    @property
+    def reopening(self) -> Mapping[str, Any] | None:
+        """The record that opened this generation (``None`` for the first)."""
+        return self.generations[-1]["next"] if self.generations else None
+
+    @property
+    def first(self) -> Any:
+        """The measurement as first written (before any reopening)."""
+        return self.generations[0]["original"] if self.generations else self.original
 
     @property
     def source(self) -> str | None:
@@ -291,13 +346,62 @@ class Projection:
                 self.interrupted_source = None
             return
         if region == ENTRIES:
-            self._entry(content)
+            if "generation" in content:
+                self._reopen(content, sequence)
+            else:
+                self._entry(content)
             return
         applier = self._appliers.get(region)
         key = content.get("key") if isinstance(content, dict) else None
         entry = self.entries.get(key) if isinstance(key, str) else None
+        if entry is None:
+            entry = self._later_generation(key) if isinstance(key, str) else None
+        elif entry.generations:
+            entry = None  # a record of its first generation, come after it was reopened
         if applier is not None and entry is not None:
             applier(entry, content, sequence)
+
+    def _later_generation(self, key: str) -> EntryState | None:
+        """The entry a record key ``<key>`` U+001F ``<n>`` names, if ``n`` is its generation now."""
+        split = _split(key) if GENERATION_MARK in key else None
+        if split is None:
+            return None
+        entry = self.entries.get(split[0])
+        return entry if entry is not None and entry.generation == split[1] else None
+
+    def _reopen(self, content: Mapping[str, Any], sequence: int) -> None:
+        """Open the next generation of an entry: a fresh measurement, its chain to run again."""
+        split = _split(content["key"])
+        entry = None if split is None else self.entries.get(split[0])
+        if entry is None or split is None or split[1] != entry.generation + 1:
+            return  # not the next generation of an entry on the board: nothing to open
+        self._leave(entry)
+        ended = {
+            "generation": entry.generation,
+            "original": entry.original,
+            "conditions": entry.conditions,
+            "escalation": entry.escalation,
+            "escalation_seq": entry.escalation_seq,
+            "resolution": entry.resolution,
+            "stage": entry.stage.value,
+            "next": {**content, "sequence": sequence},
+        }
+        entry.generations = (*entry.generations, ended)
+        entry.measurement = entry.original = content["measurement"]
+        if "conditions" in content:  # the fresh measurement may have other components
+            entry.conditions = content["conditions"]
+        entry.result = entry.original_result = None
+        entry.good_standing = entry.provisional = False
+        entry.judgement_error = None
+        entry.chain_name, entry.chain, entry.scopes, entry.position = None, (), _NO_SCOPES, 0
+        entry.ks_history = _NO_HISTORY
+        entry.attempts = _NO_ATTEMPTS
+        entry.escalation, entry.escalation_seq, entry.resolution = None, 0, None
+        self.unescalated.pop(entry.key, None)
+        self.undispatched.pop(entry.key, None)
+        self._move(entry, Segment.CERTIFY)
+        self._stage(entry, Stage.NEW)
+        self.dirty[entry.key] = None
 
     def _entry(self, content: Mapping[str, Any]) -> None:
         entry = EntryState(content)

@@ -36,7 +36,7 @@ def attempt_record(
     retry time); if the rule refuses it, the controller records the refusal instead
     (its writes kept apart, as ``refused``), which is pybb's own bookkeeping.
     """
-    content: dict[str, Any] = {"key": entry.key, "source": source.name, "attempt": number}
+    content: dict[str, Any] = {"key": entry.record_key, "source": source.name, "attempt": number}
     writer = f"ks:{source.name}"
     status, error = outcome.status, outcome.error
     if status is None:
@@ -123,7 +123,8 @@ def escalation_content(entry: EntryState, source: str | None, reason: str) -> di
         tier_report,
         entry.judgement_error,
     )
-    return {"key": entry.key, "source": source, "reason": reason, "report": report.to_json()}
+    content = {"key": entry.record_key, "source": source, "reason": reason}
+    return {**content, "report": report.to_json()}
 
 
 def _shape_problem(entry: EntryState, writes: list[list[Any]]) -> str | None:

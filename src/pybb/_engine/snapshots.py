@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from blackboard import Record
-from pybb._engine.projection import KINDS, EntryState, View
+from pybb._engine.projection import GENERATION_MARK, KINDS, EntryState, View, base_key
 from pybb._engine.types import BlackboardEntry, HistoryEvent, Resolution, Segment
 from pybb._engine.values import copy_value
 
@@ -46,10 +46,14 @@ def history(records: Iterable[Record], key: str | None) -> list[HistoryEvent]:
         if kind is None:
             continue
         content = record.content
-        entry_key = content.get("key") if isinstance(content, dict) else None
+        named = content.get("key") if isinstance(content, dict) else None
+        entry_key = base_key(named) if isinstance(named, str) else named
         if key is not None and entry_key != key:
             continue
         data = copy_value(content) if isinstance(content, dict) else {"value": content}
+        if isinstance(named, str) and entry_key != named:  # a reopened entry's generation
+            data["key"] = entry_key
+            data["generation"] = int(named.rpartition(GENERATION_MARK)[2])
         event = HistoryEvent(record.sequence, kind, entry_key, record.writer, data, record.at)
         events.append(event)
     return events
@@ -69,13 +73,14 @@ def snapshot(state: EntryState, measurement: Any) -> BlackboardEntry:
         stage=state.stage,
         source=state.source,
         chain=state.chain_name,
+        generation=state.generation,
     )
 
 
 def resolution(stored: Mapping[str, Any]) -> Resolution:
     """The stored resolution record as a ``Resolution``."""
     return Resolution(
-        stored["key"],
+        base_key(stored["key"]),
         stored["decision"],
         stored["by"],
         datetime.fromisoformat(stored["at"]),

@@ -206,7 +206,7 @@ class CycleSteps:
         """
         entry = self._journal.view.entries[key]
         result, good, error = self._predicates.verdict(entry, entry.measurement)
-        content: dict[str, Any] = {"key": key, "result": result, "good_standing": good}
+        content: dict[str, Any] = {"key": entry.record_key, "result": result, "good_standing": good}
         if error is not None:
             content["error"] = error
         self._journal.emit(VERDICTS, CONTROLLER, content, None)
@@ -226,13 +226,13 @@ class CycleSteps:
             chain = route.on_pass if passing else route.on_fail
             names, scopes = self._chain_content(chain)
             content: dict[str, Any] = {
-                "key": key,
+                "key": entry.record_key,
                 "chain": (Chain.ON_PASS if passing else Chain.ON_FAIL).value,
                 "sources": names,
             }
             if scopes:
                 content["scopes"] = scopes
-            self._journal.emit(DISPATCHES, CONTROLLER, content, f"dispatch/{key}")
+            self._journal.emit(DISPATCHES, CONTROLLER, content, f"dispatch/{entry.record_key}")
             if not chain and not passing:
                 self._escalate(entry, None, "empty_chain")
             self._step_done()
@@ -280,8 +280,9 @@ class CycleSteps:
             if following not in self._sources:
                 raise UnknownSourceError(key, following)
             reason = "exhausted" if restore else "passed"
-            content = {"key": key, "from": current, "to": following, "reason": reason}
-            self._journal.emit(HANDOFFS, CONTROLLER, content, f"handoff/{key}/{position}")
+            once = f"handoff/{entry.record_key}/{position}"
+            content = {"key": entry.record_key, "from": current, "to": following, "reason": reason}
+            self._journal.emit(HANDOFFS, CONTROLLER, content, once)
         elif restore and entry.chain_name is Chain.ON_PASS:
             # Every confirmation failed, however it said so (raised, or left the entry
             # failing): the pass was provisional, and the restored original that passed
@@ -294,7 +295,7 @@ class CycleSteps:
 
     def _restore(self, entry: EntryState, component: str | None) -> None:
         original = entry.original if component is None else entry.original[component]
-        content: dict[str, Any] = {"key": entry.key, "value": original}
+        content: dict[str, Any] = {"key": entry.record_key, "value": original}
         if component is not None:
             content["component"] = component
         self._journal.emit(RESTORES, CONTROLLER, content, None)
@@ -342,7 +343,7 @@ class CycleSteps:
         writer, content, judged = attempt_record(
             self._journal, self._predicates, source, entry, number, outcome, now
         )
-        once = f"attempt/{key}/{source.name}/{number}"
+        once = f"attempt/{entry.record_key}/{source.name}/{number}"
         self._journal.emit(ATTEMPTS, writer, content, once, judged=judged)
         if (
             entry.stage is Stage.WORKING
@@ -355,5 +356,5 @@ class CycleSteps:
     def _escalate(self, entry: EntryState, source: str | None, reason: str) -> None:
         fault_point("escalation.create")
         content = escalation_content(entry, source, reason)
-        self._journal.emit(ESCALATIONS, CONTROLLER, content, f"escalate/{entry.key}")
+        self._journal.emit(ESCALATIONS, CONTROLLER, content, f"escalate/{entry.record_key}")
         self._escalated.append(entry.key)

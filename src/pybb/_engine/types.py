@@ -108,6 +108,8 @@ class BlackboardEntry:
         stage: Where the entry is in its life (new, evaluated, working, good, ...).
         source: The knowledge source whose partition holds the entry, if any.
         chain: The chain the entry was dispatched onto (``"on_pass"``/``"on_fail"``).
+        generation: How many times it was opened: 1 as first written, one more at each
+            ``Controller.reopen`` (a fresh measurement that runs its route again).
     """
 
     predicate: str | None = None
@@ -121,6 +123,7 @@ class BlackboardEntry:
     stage: Stage = Stage.NEW
     source: str | None = None
     chain: Chain | None = None
+    generation: int = 1
 
 
 @dataclass(frozen=True, slots=True)

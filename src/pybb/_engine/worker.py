@@ -36,6 +36,7 @@ from typing import Any
 from blackboard import BlackboardError, RecordKind, StoreError
 from blackboard.stores import Store
 from pybb._engine.controller import Controller
+from pybb._engine.journal import entry_key
 from pybb._engine.types import Segment
 from pybb.errors import BoardClosedError, PybbError
 
@@ -259,7 +260,7 @@ class Worker:
         closed = False
         for record in records:
             closed = closed or record.kind is RecordKind.CLOSE
-            key = record.content.get("key") if isinstance(record.content, dict) else None
+            key = entry_key(record.content)
             self._idle.discard(key)  # something happened to it: it may have work again
         return closed
 

@@ -31,7 +31,7 @@ from pybb.attestation._quote import (
     verify_signature,
 )
 from pybb.attestation._report import Reason
-from pybb.attestation._tpm import pcr_digest
+from pybb.attestation._tpm import TpmFormatError, parse_tpms_attest, pcr_digest
 
 __all__ = ["QuoteLedger", "SignedQuote"]
 
@@ -42,6 +42,14 @@ class SignedQuote:
 
     message: bytes = field(repr=False)
     signature: bytes = field(repr=False)
+
+    @property
+    def nonce(self) -> bytes | None:
+        """The nonce the TPM quoted over (``extraData``), or ``None`` if the quote is unreadable."""
+        try:
+            return parse_tpms_attest(self.message).extra_data
+        except TpmFormatError:
+            return None
 
     def to_json(self) -> dict[str, str]:
         """``{"msg": base64, "sig": base64}``."""

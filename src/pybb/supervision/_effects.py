@@ -104,13 +104,20 @@ def request_remeasure(
     ask_id: str | None = None,
     note: str = "",
     writer: str = SUPERVISOR_WRITER,
+    escalation: str | None = None,
 ) -> bool:
-    """Send the entry ``key`` back for fresh evidence, once (a ``remeasure:<key>`` record).
+    """Send the entry ``key`` back for fresh evidence, once per escalation.
+
+    The request is a ``remeasure:<escalation id>`` record naming the escalation it
+    answers (``remeasure:<key>`` without one, as written before entries could run
+    again), so an entry escalated again after its re-measure can be sent back again.
 
     Returns:
         Whether this call wrote the request (``False``: it was requested before).
     """
-    return _write_once(control, writer, REMEASURE_KIND, key, by, at, ask_id, note)
+    return _write_once(
+        control, writer, REMEASURE_KIND, key, by, at, ask_id, note, escalation=escalation
+    )
 
 
 def quarantined(board: Blackboard | Model | BoardReader) -> list[str]:
@@ -119,7 +126,10 @@ def quarantined(board: Blackboard | Model | BoardReader) -> list[str]:
 
 
 def remeasure_requests(board: Blackboard | Model | BoardReader) -> list[dict[str, Any]]:
-    """The re-measure requests on the board (key, by, at, ask id, note), oldest first."""
+    """The re-measure requests on the board (key, by, at, ask id, note, escalation), oldest first.
+
+    Each names the escalation it answers (``escalation``), unless written before requests did.
+    """
     return [dict(row) for row in _rows(board, REMEASURE_KIND)]
 
 
@@ -132,9 +142,11 @@ def _write_once(
     at: datetime,
     ask_id: str | None,
     note: str,
+    *,
+    escalation: str | None = None,
 ) -> bool:
-    content = {
-        "id": f"{kind}:{key}",
+    content: dict[str, Any] = {
+        "id": f"{kind}:{escalation or key}",
         "kind": kind,
         "key": key,
         "by": by,
@@ -142,6 +154,8 @@ def _write_once(
         "ask_id": ask_id,
         "note": note,
     }
+    if escalation is not None:
+        content["escalation"] = escalation
     result = control.write(writer, SUPERVISION, content)
     if isinstance(result, Written):
         return True

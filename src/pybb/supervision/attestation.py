@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,10 +38,11 @@ from buddhi import (
     Spend,
 )
 from buddhi.reference import DEFAULT_CAUSES, DEFAULT_EFFORTS
-from pybb import Controller, Escalation
+from pybb import Blackboard, BlackboardEntry, Controller, Escalation
 from pybb.attestation import (
     Allowlist,
     Attestation,
+    EvidenceError,
     Fleet,
     FleetReport,
     Reason,
@@ -83,6 +85,8 @@ QUARANTINE = "quarantine"
 """The option id of "Quarantine the device"."""
 REMEASURE = "remeasure"
 """The option id of "Re-measure the device"."""
+
+_log = logging.getLogger("pybb.supervision")
 
 DEFAULT_ASKS = 20
 """The default budget of an attestation run: twenty asks."""
@@ -212,11 +216,16 @@ class AttestationEffect(DecisionEffect):
         """Quarantine, ask for a re-measure, or extend the allowlist and settle its devices."""
         control = controller.blackboard.model.control
         if answer.option in (QUARANTINE, REMEASURE):
-            act = quarantine_entry if answer.option == QUARANTINE else request_remeasure
-            act(
-                control, escalation.key, by=answer.by, at=answer.at, ask_id=answer.ask_id,
-                note=answer.note,
-            )  # fmt: skip
+            if answer.option == QUARANTINE:
+                quarantine_entry(
+                    control, escalation.key, by=answer.by, at=answer.at, ask_id=answer.ask_id,
+                    note=answer.note,
+                )  # fmt: skip
+            else:
+                request_remeasure(
+                    control, escalation.key, by=answer.by, at=answer.at, ask_id=answer.ask_id,
+                    note=answer.note, escalation=escalation.id,
+                )  # fmt: skip
             return
         if answer.option != ACCEPT:
             return
@@ -358,53 +367,97 @@ class SupervisedAttestation:
     def remeasure(self) -> list[str]:
         """Run again every device sent back for re-measuring whose fresh evidence arrived.
 
-        For each re-measure request whose device is still escalated, the device's
-        evidence is loaded again from the fleet; if it differs from what was measured,
-        the device is resolved out of band by the person who asked, with the decision
-        ``remeasure`` and the fresh measurement, which the controller evaluates at once
-        (it passes, or stays resolved out of good standing). Evidence that has not
-        changed yet leaves the request waiting. Runs at every poll of the run.
+        For each re-measure request whose escalation still stands (the device escalated,
+        unresolved), the device's evidence is loaded again from the fleet. Evidence that
+        has not changed yet leaves the request waiting; with a ``challenge``, so does
+        evidence that is not quoted over the nonce issued for this request (an old quote
+        sent again answers no challenge). Fresh evidence opens the device's next
+        generation (``Controller.reopen``, by the person who asked, once per request
+        across processes and restarts), and the controller runs it through the tree like
+        a new device: it passes, is repaired by a tier, or is escalated again, which is
+        a new escalation and so a new item for the supervisor (a new ask, within the
+        budget). The first generation's escalation and the request stay in the history.
+        Runs at every poll of the run.
 
         Returns:
             The devices run again now.
         """
         board = self.attestation.blackboard
+        controller = self.run.controller
+        controller.refresh()
         done = []
         for request in remeasure_requests(board):
             key = request["key"]
-            escalation = board.get_escalation(key) if key in board.escalate else None
-            if escalation is None or board.get_resolution(key) is not None:
+            if not _awaits(board, request):
                 continue
-            if self._challenge is not None:
-                self._challenge_once(key)
-            fresh = self.attestation.fresh_entry(key).measurement
-            if fresh == escalation.report.measurement:
-                continue  # nothing new yet: the device has not been measured again
-            self.run.controller.resolve(
-                key,
-                REMEASURE,
-                by=str(request["by"]),
-                at=datetime.fromisoformat(str(request["at"])),
-                measurement=fresh,
-                idempotency_key=f"remeasure/{request.get('ask_id') or key}"[:256],
-            )
-            done.append(key)
+            try:
+                if self._run_again(controller, request):
+                    done.append(key)
+            except Exception:  # one device's trouble must not stop the others' re-measure
+                _log.exception("could not re-measure %s; it is tried again at the next poll", key)
+        if done:
+            controller.run()  # the devices run again now; escalations reach the supervisor
+            self.run.supervisor.flush()
         return done
 
+    def _run_again(self, controller: Controller, request: Mapping[str, Any]) -> bool:
+        """Open the device's next generation if its fresh evidence arrived; whether it did."""
+        key = request["key"]
+        nonce = self._challenge_once(key, request) if self._challenge is not None else None
+        fresh = self._fresh(key, nonce)
+        if (
+            fresh is None
+            or fresh.measurement == controller.blackboard.get_entry(key).original_measurement
+        ):
+            return False  # nothing new yet: the device has not been measured again
+        once = request.get("escalation") or request.get("ask_id") or key
+        controller.reopen(
+            key,
+            fresh.measurement,
+            by=str(request["by"]),
+            at=datetime.fromisoformat(str(request["at"])),
+            note=str(request.get("note") or "") or None,
+            idempotency_key=f"remeasure/{once}"[:256],
+            conditions=fresh.conditions,
+        )
+        return True
+
+    def _fresh(self, key: str, nonce: bytes | None) -> BlackboardEntry | None:
+        """The device's measurement from its evidence now; with a challenge, only if answered."""
+        if nonce is not None:
+            try:
+                evidence = self.attestation.fleet.load(key)
+            except EvidenceError:
+                return None  # no quote over the new nonce (nor any) yet
+            signed = evidence.signed
+            if signed is None or signed.nonce != nonce:
+                return None
+        return self.attestation.fresh_entry(key)
+
     def challenges(self) -> dict[str, str]:
-        """The fresh nonces (hex) issued to devices sent back for re-measuring."""
+        """The fresh nonces (hex) issued to devices sent back for re-measuring (the latest)."""
         rows = BoardIndex(self.attestation.blackboard.model.reader).rows()
         return {c["key"]: c["nonce"] for _, c in rows if c.get("kind") == "challenge"}
 
-    def _challenge_once(self, key: str) -> None:
-        if key in self.challenges():
-            return
-        assert self._challenge is not None
-        nonce = self._challenge(key)
-        content = {"id": f"challenge:{key}", "kind": "challenge", "key": key,
-                   "nonce": nonce.hex(), "at": datetime.now(UTC).isoformat()}  # fmt: skip
-        # Unique on id: a second process's challenge is refused and the first one stands.
-        self.attestation.blackboard.model.control.write(SUPERVISOR_WRITER, SUPERVISION, content)
+    def _challenge_once(self, key: str, request: Mapping[str, Any]) -> bytes:
+        """The nonce issued for ``request``: issued now if it has none yet, once."""
+        escalation = request.get("escalation")
+        record = f"challenge:{escalation or key}"
+        index = BoardIndex(self.attestation.blackboard.model.reader)
+        found = index.row(record)
+        if found is None:
+            assert self._challenge is not None
+            nonce = self._challenge(key)
+            content = {"id": record, "kind": "challenge", "key": key, "nonce": nonce.hex(),
+                       "at": datetime.now(UTC).isoformat()}  # fmt: skip
+            if escalation is not None:
+                content["escalation"] = escalation
+            # Unique on id: a second process's challenge is refused and the first one stands.
+            control = self.attestation.blackboard.model.control
+            control.write(SUPERVISOR_WRITER, SUPERVISION, content)
+            found = index.row(record)
+        assert found is not None
+        return bytes.fromhex(found[1]["nonce"])
 
     def close(self) -> None:
         """Close the supervisor and the attestation's board."""
@@ -416,6 +469,24 @@ class SupervisedAttestation:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _awaits(board: Blackboard, request: Mapping[str, Any]) -> bool:
+    """Whether the re-measure ``request`` still waits: its escalation stands, unresolved.
+
+    A request names the escalation it answers; one written before requests did is for
+    the entry's first generation.
+    """
+    key = request["key"]
+    if key not in board.escalate or board.get_resolution(key) is not None:
+        return False
+    escalation = board.get_escalation(key)
+    if escalation is None:
+        return False
+    named = request.get("escalation")
+    if named is None:
+        return board.get_entry(key).generation == 1
+    return bool(escalation.id == named)
 
 
 # -- reading reports and repairing measurements -------------------------------------------------

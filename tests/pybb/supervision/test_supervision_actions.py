@@ -119,53 +119,8 @@ def test_pulling_within_the_budget_asks_and_charges_it(tmp_path: Path) -> None:
         assert denied[0].key in {a.entry for a in session.run.open_asks()}
 
 
-def test_a_remeasured_device_runs_again_when_its_fresh_evidence_arrives(tmp_path: Path) -> None:
-    from pybb import Stage
-    from pybb.attestation import load_fleet, save_fleet
-    from pybb.supervision import applied_answers
-
-    fleet, first, _ = twin_fleet(between=1, name="fresh")
-    folder = save_fleet(fleet, tmp_path / "fresh")
-    with SupervisedAttestation(
-        load_fleet(folder), store=f"sqlite:///{tmp_path / 'f.db'}"
-    ) as session:
-        session.attest()
-        board = session.attestation.blackboard
-        asks = {a.entry: a for a in session.run.open_asks()}
-        answer(board.model.control, "human:alice", asks[first].ask_id, REMEASURE, "reboot it")
-        session.run.poll()
-        # Applied, but waiting: the device stays escalated until fresh evidence arrives.
-        assert [(a.key, a.outcome) for a in applied_answers(board.model.reader)] == [
-            (first, "awaiting")
-        ]
-        assert board.get_resolution(first) is None
-        assert session.remeasure() == []  # the same evidence is no fresh evidence
-        # The device is measured again and comes back clean.
-        _measured_again_clean(folder, first)
-        session.run.poll()  # the run's polls re-measure
-        resolution = board.get_resolution(first)
-        assert resolution is not None
-        assert (resolution.decision, resolution.by) == (REMEASURE, "human:alice")
-        entry = board.get_entry(first)
-        assert entry.stage is Stage.RESOLVED and entry.good_standing
-        assert session.remeasure() == []  # once
-
-
-def _measured_again_clean(folder: Path, device: str) -> None:
-    """Write fresh evidence for ``device``: a clean boot of its class, as a re-measure gives."""
-    import dataclasses
-    import hashlib
-
-    from pybb.attestation import load_fleet
-
-    clean = generate_fleet(12, seed=3, mix={"clean": 1.0})  # the twin fleet's classes
-    wanted = load_fleet(folder).device_class(device)
-    source = next(d for d in clean.devices if clean.device_class(d) == wanted)
-    evidence = dataclasses.replace(clean.load(source), device=device)
-    log_name = f"logs/{hashlib.sha256(evidence.log).hexdigest()[:20]}.bin"
-    (folder / log_name).write_bytes(evidence.log)
-    data = json.dumps(evidence.to_json(log_name), indent=1)
-    (folder / "devices" / f"{device}.json").write_text(data, encoding="utf-8")
+# A re-measured device running again when its fresh evidence arrives (passing, repaired,
+# escalated again and asked again, once across sessions): test_supervision_remeasure.py.
 
 
 def test_the_accept_preview_counts_the_devices_the_budget_did_not_ask_about(
