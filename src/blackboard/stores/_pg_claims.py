@@ -10,7 +10,7 @@ taken over between the fence's check and the batch landing. Keys are stored as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -19,7 +19,7 @@ import psycopg
 from blackboard._claims import Claim
 from blackboard.stores._pg_schema import dec
 
-__all__ = ["held", "holds", "release", "renew", "take"]
+__all__ = ["held", "holds", "release", "renew", "send_holds", "take"]
 
 Conn = psycopg.Connection[Any]
 
@@ -101,12 +101,25 @@ def held(conn: Conn, board: str) -> list[Claim]:
 
 def holds(conn: Conn, board: str, holder: str, keys: Sequence[str]) -> bool:
     """Whether ``holder`` holds every one of ``keys``; share-locks them until COMMIT."""
-    row = conn.execute(
+    return send_holds(conn, board, holder, keys)()
+
+
+def send_holds(conn: Conn, board: str, holder: str, keys: Sequence[str]) -> Callable[[], bool]:
+    """Send :func:`holds`'s query; the function returned reads its answer.
+
+    In pipeline mode the query travels with whatever is sent before the answer is read.
+    """
+    cur = conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM bb_claims WHERE board_id = %s"
         " AND key = ANY(%s) AND holder = %s FOR SHARE) AS held",
         (board, list(keys), holder),
-    ).fetchone()
-    return row is not None and int(row[0]) == len(set(keys))
+    )
+
+    def answer() -> bool:
+        row = cur.fetchone()
+        return row is not None and int(row[0]) == len(set(keys))
+
+    return answer
 
 
 def _claim(row: Sequence[Any]) -> Claim:
