@@ -212,6 +212,16 @@ class PostgresStore(Store):
             self._pause(attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
+    def _one_trip(self, what: str, send: Callable[[Conn], Callable[[], T]]) -> T:
+        """A transaction whose statements and COMMIT travel in one round trip.
+
+        ``send`` only sends statements (it reads no result inside the transaction, so it
+        must be safe to run again: see :meth:`_transact`) and returns a function that reads
+        their answers once the transaction has committed.
+        """
+        answer = self._transact(what, send)
+        return answer()
+
     def _read(self, what: str, work: Callable[[Conn], T]) -> T:
         """Run a read in autocommit, retried over passing failures, errors translated."""
         for attempt in range(self._retries + 1):
@@ -408,12 +418,20 @@ class PostgresStore(Store):
     ) -> list[Claim]:
         """Take up to ``limit`` of ``keys``: ``SELECT ... FOR UPDATE SKIP LOCKED``, then set."""
         wanted = [enc(key) for key in dict.fromkeys(keys)]
+        board = enc(board_id)
 
-        def work(conn: Conn) -> list[Claim]:
-            _head(conn, board_id)  # the board must exist
-            return _pg_claims.take(conn, enc(board_id), holder, wanted, limit, lease)
+        def send(conn: Conn) -> _pg_claims.Answer[list[Claim]]:
+            exists = conn.execute("SELECT 1 FROM bb_boards WHERE board_id = %s", (board,))
+            taken = _pg_claims.send_take(conn, board, holder, wanted, limit, lease)
 
-        return self._transact("claim keys", work) if wanted and limit > 0 else []
+            def answer() -> list[Claim]:
+                if exists.fetchone() is None:
+                    raise StoreError(f"no board {board_id!r} in this store; open it first")
+                return taken()
+
+            return answer
+
+        return self._one_trip("claim keys", send) if wanted and limit > 0 else []
 
     def renew(
         self, board_id: str, holder: str, keys: Sequence[str], lease: timedelta
@@ -421,15 +439,15 @@ class PostgresStore(Store):
         """Extend ``holder``'s claims on ``keys``."""
         wanted = [enc(key) for key in dict.fromkeys(keys)]
         board = enc(board_id)
-        work = lambda conn: _pg_claims.renew(conn, board, holder, wanted, lease)  # noqa: E731
-        return self._transact("renew claims", work) if wanted else []
+        send = lambda conn: _pg_claims.send_renew(conn, board, holder, wanted, lease)  # noqa: E731
+        return self._one_trip("renew claims", send) if wanted else []
 
     def release(self, board_id: str, holder: str, keys: Sequence[str]) -> int:
         """Give up ``holder``'s claims on ``keys``."""
         wanted = [enc(key) for key in dict.fromkeys(keys)]
         board = enc(board_id)
-        work = lambda conn: _pg_claims.release(conn, board, holder, wanted)  # noqa: E731
-        return self._transact("release claims", work) if wanted else 0
+        send = lambda conn: _pg_claims.send_release(conn, board, holder, wanted)  # noqa: E731
+        return self._one_trip("release claims", send) if wanted else 0
 
     def claims(self, board_id: str) -> list[Claim]:
         """Every key held now."""
