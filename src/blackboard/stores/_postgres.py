@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -38,7 +38,16 @@ from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreConfigError, StoreError, StoreOutcomeUnknownError
 from blackboard.faults import fault_point
 from blackboard.stores import _pg_claims
-from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
+from blackboard.stores._base import (
+    Appended,
+    AppendOutcome,
+    Closed,
+    Duplicate,
+    PendingWrite,
+    Repeated,
+    Store,
+    apply_writes,
+)
 from blackboard.stores._pg_listen import Listener
 from blackboard.stores._pg_schema import MIGRATIONS, SCHEMA_VERSION, dec, enc, migrate
 
@@ -319,17 +328,54 @@ class PostgresStore(Store):
     def append(
         self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
     ) -> list[AppendOutcome]:
-        """Judge and keep ``writes`` in one transaction, under the board's row lock."""
+        """Judge and keep ``writes`` in one transaction, under the board's row lock.
+
+        The batch is judged first outside the lock, on what the board holds now (a
+        :class:`_Plan`); under the lock the same reads are made again, and only if every
+        answer is the same is the plan kept, its sequence numbers moved up to the head
+        the lock found. Else, or when the fence no longer holds, the batch is judged
+        under the lock as always. Either way the outcomes are exactly those of
+        ``apply_writes`` under the lock: what it reads are those answers and the head.
+        """
+        plan = self._plan(board_id, writes)
 
         def work(conn: Conn) -> tuple[list[AppendOutcome], str]:
             txn = _PgTxn(conn, board_id, writes, fence)
-            outcomes = apply_writes(txn, writes, fence)
+            fenced_out = (
+                fence is not None and fence.keys and not txn.holds(fence.holder, fence.keys)
+            )
+            if plan is not None and not fenced_out and plan.reads == txn.reads():
+                outcomes = plan.rebase(txn)
+            else:
+                outcomes = apply_writes(txn, writes, fence)
             txn.finish()
             fault_point("store.before_commit")
             return outcomes, txn.xid
 
         outcomes, _ = self._transact("append", work, lambda result: result[1])
         return outcomes
+
+    def _plan(self, board_id: str, writes: Sequence[PendingWrite]) -> _Plan | None:
+        """Judge ``writes`` ahead, outside the lock, so the lock is held for less.
+
+        A board's state that admission reads (its closed mark, grants, premise versions,
+        unique keys, idempotency keys) changes only with its head, in transactions that
+        hold its lock, so whatever this judges on is checked again under the lock. A
+        batch that reads nothing but the closed mark (keyless, unguarded level writes)
+        is judged on an empty open board and costs no round trip here.
+        """
+        if any(_reads(write) for write in writes):
+            spec = self._read(
+                "read ahead for an append", lambda c: _plan_reads(c, board_id, writes)
+            )
+        else:
+            spec = _PgTxn.unread(board_id)
+        reads = spec.reads()
+        try:
+            outcomes = apply_writes(spec, writes)
+        except Exception:  # a reused key, an unplanned read: judge it under the lock
+            return None
+        return _Plan(spec, reads, outcomes)
 
     def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
         """The record written under ``key``, with its fingerprint."""
@@ -610,6 +656,75 @@ _FIND_GRANTS = "SELECT agent, region FROM bb_grants WHERE board_id = %s AND agen
 _Read = Callable[[], None]
 
 
+class _UnplannedReadError(Exception):
+    """A transaction judging ahead (no lock) met a read it had not made: judge under the lock."""
+
+
+def _reads(write: PendingWrite) -> bool:
+    """Whether admitting ``write`` reads the board beyond its head and closed mark."""
+    return (
+        write.idempotency_key is not None
+        or write.kind is RecordKind.PREMISE
+        or write.unique_key is not None
+        or write.check_permission
+    )
+
+
+def _plan_reads(conn: Conn, board_id: str, writes: Sequence[PendingWrite]) -> _PgTxn:
+    """The reads a batch needs, made together (one round trip) without the lock."""
+    try:
+        with conn.pipeline():
+            return _PgTxn(conn, board_id, writes, lock=False)
+    except psycopg.Error:
+        conn.close()  # an aborted pipeline leaves psycopg's prepared statements unsure
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A batch judged ahead of the lock: the reads it was judged on, and what it found."""
+
+    spec: _PgTxn
+    reads: tuple[Any, ...]
+    outcomes: list[AppendOutcome]
+
+    def rebase(self, txn: _PgTxn) -> list[AppendOutcome]:
+        """Move the plan onto ``txn``, whose reads equal the plan's: new sequence numbers.
+
+        Sequence numbers above the plan's head are the batch's own; they move up by
+        how far the head moved. The records are stamped with the time of the lock.
+        """
+        spec = self.spec
+        base = spec.start
+        delta = txn.head() - base
+        at = datetime.fromtimestamp(time.time(), UTC)
+        moved: dict[int, Record] = {}
+        for outcome in self.outcomes:
+            if isinstance(outcome, Appended):
+                r = outcome.record
+                moved[r.sequence] = Record(
+                    r.sequence + delta, r.kind, r.region, r.writer, r.content, r.version, at,
+                    r.idempotency_key,
+                )  # fmt: skip
+
+        def seq(number: int) -> int:
+            return number + delta if number > base else number
+
+        outcomes: list[AppendOutcome] = []
+        for outcome in self.outcomes:
+            if isinstance(outcome, Appended):
+                outcome = Appended(moved[outcome.record.sequence])
+            elif isinstance(outcome, Repeated) and outcome.record.sequence > base:
+                outcome = Repeated(moved[outcome.record.sequence])
+            elif isinstance(outcome, Duplicate):
+                outcome = Duplicate(seq(outcome.sequence))
+            elif isinstance(outcome, Closed):
+                outcome = Closed(seq(outcome.sequence))
+            outcomes.append(outcome)
+        txn.take_rows(spec, delta, at)
+        return outcomes
+
+
 class _PgTxn:
     """The transaction primitives over one transaction holding the board's row lock.
 
@@ -629,14 +744,16 @@ class _PgTxn:
 
     def __init__(
         self,
-        conn: Conn,
+        conn: Conn | None,
         board_id: str,
         writes: Sequence[PendingWrite] = (),
         fence: Fence | None = None,
+        *,
+        lock: bool = True,
     ) -> None:
-        self.conn = conn
         self.board_id = board_id
         self.board = enc(board_id)
+        self._planning = not lock  # judging ahead: every read must have been made here
         self._found: dict[str, tuple[Record, str] | None] = {}
         self._versions: dict[str, int | None] = {}
         self._uniques: dict[tuple[str, str], int | None] = {}
@@ -647,20 +764,59 @@ class _PgTxn:
         self._new_uniques: list[tuple[str, str, int]] = []
         self._new_premises: dict[str, tuple[int, int | None]] = {}
         self._new_grants: dict[tuple[str, str], bool] = {}
+        self.start = self._head = 0
+        self._closed: int | None = None
+        self.xid = ""
+        if conn is None:  # judging ahead a batch that reads nothing: an empty open board
+            return
+        self.conn = conn
         locked = conn.execute(
             "SELECT head, closed_seq, pg_current_xact_id()::text FROM bb_boards"
-            " WHERE board_id = %s FOR UPDATE",
+            " WHERE board_id = %s FOR UPDATE"
+            if lock
+            else "SELECT head, closed_seq, '' FROM bb_boards WHERE board_id = %s",
             (self.board,),
         )
         reads = self._send_reads(writes, fence)
         row = locked.fetchone()
         if row is None:
             raise StoreError(f"no board {board_id!r} in this store; open it first")
-        self._start = self._head = int(row[0])
-        self._closed: int | None = None if row[1] is None else int(row[1])
+        self.start = self._head = int(row[0])
+        self._closed = None if row[1] is None else int(row[1])
         self.xid = str(row[2])
         for read in reads:
             read()
+
+    @classmethod
+    def unread(cls, board_id: str) -> _PgTxn:
+        """A transaction judging ahead, on an empty open board, without reading anything."""
+        return cls(None, board_id, lock=False)
+
+    def reads(self) -> tuple[Any, ...]:
+        """Everything admission could learn from this transaction's reads (not the head)."""
+        return (
+            self._closed,
+            dict(self._found),
+            dict(self._versions),
+            dict(self._uniques),
+            dict(self._grants),
+            frozenset(self._granted_agents),
+        )
+
+    def take_rows(self, plan: _PgTxn, delta: int, at: datetime) -> None:
+        """Keep the rows ``plan`` kept, their sequence numbers moved up by ``delta``."""
+        base = plan.start
+        self._records = [(s + delta, *rest[:5], at, *rest[6:]) for s, *rest in plan._records]
+        self._new_uniques = [(r, d, s + delta) for r, d, s in plan._new_uniques]
+        self._new_premises = {n: (s + delta, v) for n, (s, v) in plan._new_premises.items()}
+        self._new_grants = dict(plan._new_grants)
+        self._head = plan._head + delta
+        if plan._closed is not None and plan._closed > base:
+            self._closed = plan._closed + delta
+
+    def _unplanned(self) -> None:
+        if self._planning:
+            raise _UnplannedReadError
 
     # -- reads, for a whole batch at once ---------------------------------------------
 
@@ -750,6 +906,7 @@ class _PgTxn:
             return known
         if agent in self._granted_agents:  # every grant of this agent was read
             return False
+        self._unplanned()
         granted = _permitted(self.conn, self.board, agent, region)
         self._grants[agent, region] = granted
         return granted
@@ -757,6 +914,7 @@ class _PgTxn:
     def premise_version(self, name: str) -> int | None:
         if name in self._versions:
             return self._versions[name]
+        self._unplanned()
         version = _scalar(
             self.conn,
             "SELECT version FROM bb_premises WHERE board_id = %s AND name = %s",
@@ -769,6 +927,7 @@ class _PgTxn:
         pair = (region, _ukey(key))
         if pair in self._uniques:
             return self._uniques[pair]
+        self._unplanned()
         seq = _scalar(
             self.conn,
             "SELECT seq FROM bb_uniques WHERE board_id = %s AND region = %s AND ukey_sha256 = %s",
@@ -781,17 +940,20 @@ class _PgTxn:
         fence = self._fence
         if fence is not None and fence[0] == holder and fence[1] == keys:
             return fence[2]
+        self._unplanned()
         return _pg_claims.holds(self.conn, self.board, holder, [enc(key) for key in keys])
 
     def prefetch_keys(self, keys: Sequence[str]) -> None:
         """Look up in one query the keys not already read with the lock."""
         missing = [key for key in keys if key not in self._found]
         if missing:
+            self._unplanned()
             self._send_keys(missing)()
 
     def find_key(self, key: str) -> tuple[Record, str] | None:
         if key in self._found:
             return self._found[key]
+        self._unplanned()
         found = _find_key(self.conn, self.board_id, key)
         self._found[key] = found
         return found
@@ -861,7 +1023,7 @@ class _PgTxn:
     def finish(self) -> None:
         """Send the kept rows, then bump the counter once; its trigger wakes on commit."""
         self.flush()
-        if self._head != self._start:
+        if self._head != self.start:
             self.conn.execute(
                 "UPDATE bb_boards SET head = %s, closed_seq = %s WHERE board_id = %s",
                 (self._head, self._closed, self.board),
