@@ -264,6 +264,7 @@ def main() -> None:
     parser.add_argument("--w1-entries", type=int, default=2000, help="W1's entries per run")
     parser.add_argument("--w1-workers", default="1,2,4", help='worker counts ("": skip W1)')
     parser.add_argument("--w1-delay", default="0,0.002", help="seconds each W1 attempt waits")
+    parser.add_argument("--w1-batch", type=int, default=256, help="entries a worker holds")
     args = parser.parse_args()
     with psycopg.connect(args.url, autocommit=True) as conn:
         server_version = conn.execute("SHOW server_version").fetchone()
@@ -318,12 +319,15 @@ def _w1_with_workers(args: argparse.Namespace) -> list[dict[str, Any]]:
     import pg_workers  # bench/ is on sys.path when this file runs as a script
 
     counts = [int(c) for c in args.w1_workers.split(",")]
-    print(f"\nW1, {args.w1_entries} entries, median of {args.rounds} rounds (entries/s)")
+    print(
+        f"\nW1, {args.w1_entries} entries, batch {args.w1_batch}, median of {args.rounds} rounds"
+        " (entries/s)"
+    )
     print(f"{'delay':>7} {'controller':>11} " + " ".join(f"{c} workers".rjust(16) for c in counts))
     rows = []
     for delay in (float(d) for d in args.w1_delay.split(",")):
         rounds = [
-            pg_workers.one_round(args.url, args.w1_entries, counts, delay, 64)
+            pg_workers.one_round(args.url, args.w1_entries, counts, delay, args.w1_batch)
             for _ in range(args.rounds)
         ]
         medians = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
