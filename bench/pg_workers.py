@@ -15,7 +15,7 @@ small machine the figure shows what claims and fences cost, not a speed-up.
 
     python bench/pg_workers.py [--url postgresql://postgres@127.0.0.1:5432/test]
                                [--entries 2000] [--workers 1,2,4] [--delay 0,0.002]
-                               [--batch 64] [--rounds 3] [--json out.json]
+                               [--batch 256] [--rounds 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -167,7 +167,9 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=2000)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--delay", default="0,0.002", help="seconds each attempt waits")
-    parser.add_argument("--batch", type=int, default=64, help="entries a worker holds")
+    parser.add_argument(
+        "--batch", type=int, default=WorkerSettings().batch, help="entries a worker holds"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds; medians shown")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()

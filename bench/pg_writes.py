@@ -6,8 +6,16 @@ NOTIFY) and once as raw psycopg INSERTs, one autocommit transaction per row, int
 of the same shape with no sequence and no lock. The ratio says what the kernel's
 guarantees cost over the floor the server sets.
 
+Then the batched case, as a controller's cycle writes: ``--batch-procs`` processes (4)
+write one board, each committing transactions of ``--batch`` writes (``control.write_all``,
+one transaction per batch), beside raw psycopg writing the same rows in transactions of
+the same size (``executemany`` then COMMIT, no sequence, no lock). ``--keyed`` gives every
+kernel write an idempotency key, as a cycle's attempts carry.
+
     python bench/pg_writes.py [--url postgresql://postgres@127.0.0.1:5432/test]
                               [--writes 4000] [--procs 1,2,4,8] [--rounds 3] [--json out.json]
+                              [--batch 100,1000] [--batch-writes 40000] [--batch-procs 4]
+                              [--keyed]
                               [--w1-entries 2000] [--w1-workers 1,2,4] [--w1-delay 0,0.002]
 
 Every process is spawned and connected before a shared start time, so start-up is not
@@ -34,7 +42,7 @@ from typing import Any
 
 import psycopg
 
-from blackboard import Level, Written, create_model
+from blackboard import Level, ProposedContribution, Written, create_model
 from blackboard.stores._postgres import PostgresStore
 
 BOARD = "bench"
@@ -67,6 +75,50 @@ def _raw_writer(
                 " VALUES (%s, %s, 'level', 'events', %s, %s, now())",
                 (writer, i + 1, writer, payload),
             )
+        out.put((writer, time.time()))
+
+
+def _kernel_batcher(
+    url: str, writer: str, count: int, batch: int, keyed: bool, start_at: float, out: Any
+) -> None:
+    model = create_model([Level("events")], store=url, board_id=BOARD)
+    try:
+        control = model.control
+        batches = []
+        for first in range(0, count, batch):
+            numbers = range(first, min(first + batch, count))
+            proposals = [
+                ProposedContribution(writer, "events", {"writer": writer, "i": i, "pad": "x" * 64})
+                for i in numbers
+            ]
+            keys = [f"{writer}/{i}" for i in numbers] if keyed else None
+            batches.append((proposals, keys))
+        _sleep_until(start_at)
+        for proposals, keys in batches:
+            results = control.write_all(proposals, idempotency_keys=keys)
+            assert all(isinstance(r, Written) for r in results), results[:3]
+        out.put((writer, time.time()))
+    finally:
+        model.close()
+
+
+def _raw_batcher(
+    server: str, schema: str, writer: str, count: int, batch: int, start_at: float, out: Any
+) -> None:
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        rows = [
+            (writer, i + 1, writer, json.dumps({"writer": writer, "i": i, "pad": "x" * 64}))
+            for i in range(count)
+        ]
+        _sleep_until(start_at)
+        for first in range(0, count, batch):
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    f"INSERT INTO {RAW_TABLE} (board_id, seq, kind, region, writer, payload, at)"
+                    " VALUES (%s, %s, 'level', 'events', %s, %s, now())",
+                    rows[first : first + batch],
+                )
         out.put((writer, time.time()))
 
 
@@ -153,16 +205,66 @@ def _round(server: str, writes: int, procs: int) -> tuple[float, float]:
     return per * procs / kernel, per * procs / raw
 
 
+def run_batched(
+    server: str, writes: int, procs: int, batch: int, keyed: bool, rounds: int
+) -> dict[str, Any]:
+    """One row of the batched table: median kernel and raw writes/s, ``batch`` per txn."""
+    kernel, raw = [], []
+    for _ in range(rounds):
+        k, r = _batched_round(server, writes, procs, batch, keyed)
+        kernel.append(k)
+        raw.append(r)
+    row: dict[str, Any] = {
+        "processes": procs,
+        "batch": batch,
+        "keyed": keyed,
+        "writes": writes // procs * procs,
+        "kernel_per_s": statistics.median(kernel),
+        "raw_per_s": statistics.median(raw),
+        "kernel_rounds": kernel,
+        "raw_rounds": raw,
+    }
+    row["ratio"] = row["kernel_per_s"] / row["raw_per_s"]
+    return row
+
+
+def _batched_round(
+    server: str, writes: int, procs: int, batch: int, keyed: bool
+) -> tuple[float, float]:
+    ctx = mp.get_context("spawn")
+    per = writes // procs
+    schema = _fresh_schema(server)
+    url = f"{server}{'&' if '?' in server else '?'}schema={schema}"
+    try:
+        create_model([Level("events")], store=url, board_id=BOARD).close()
+        lead = 1.5 + 0.5 * procs + per / 20_000  # import, connect and build the proposals
+        kernel = _timed(
+            ctx, _kernel_batcher, lambda p: (url, f"w{p}", per, batch, keyed), procs, lead
+        )
+        _check_gap_free(url, per * procs)
+        raw = _timed(
+            ctx, _raw_batcher, lambda p: (server, schema, f"w{p}", per, batch), procs, lead
+        )
+    finally:
+        _drop_schema(server, schema)
+    return per * procs / kernel, per * procs / raw
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=os.environ.get("PYBB_PG_URL", _DEFAULT_URL))
     parser.add_argument("--writes", type=int, default=4000, help="total writes per run")
-    parser.add_argument("--procs", default="1,2,4,8")
+    parser.add_argument("--procs", default="1,2,4,8", help='single-write runs ("": skip)')
     parser.add_argument("--rounds", type=int, default=3, help="runs per side; medians shown")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--batch", default="100,1000", help='writes per transaction ("": skip)')
+    parser.add_argument("--batch-writes", type=int, default=40_000, help="total, batched runs")
+    parser.add_argument("--batch-procs", type=int, default=4, help="processes, batched runs")
+    parser.add_argument("--keyed", action="store_true", help="batched writes carry keys")
     parser.add_argument("--w1-entries", type=int, default=2000, help="W1's entries per run")
     parser.add_argument("--w1-workers", default="1,2,4", help='worker counts ("": skip W1)')
     parser.add_argument("--w1-delay", default="0,0.002", help="seconds each W1 attempt waits")
+    parser.add_argument("--w1-batch", type=int, default=256, help="entries a worker holds")
     args = parser.parse_args()
     with psycopg.connect(args.url, autocommit=True) as conn:
         server_version = conn.execute("SHOW server_version").fetchone()
@@ -172,9 +274,10 @@ def main() -> None:
         f"(synchronous_commit={sync[0] if sync else '?'}), {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, {args.writes} writes per run"
     )
-    print(f"{'processes':>9} {'kernel/s':>10} {'raw/s':>10} {'ratio':>7}")
     rows = []
-    for procs in (int(p) for p in args.procs.split(",")):
+    if args.procs:
+        print(f"{'processes':>9} {'kernel/s':>10} {'raw/s':>10} {'ratio':>7}")
+    for procs in (int(p) for p in args.procs.split(",") if p):
         row = run(args.url, args.writes, procs, args.rounds)
         rows.append(row)
         print(
@@ -182,10 +285,33 @@ def main() -> None:
             f" {row['ratio']:>7.2f}",
             flush=True,
         )
+    batched = _batched(args) if args.batch else []
     w1_rows = _w1_with_workers(args) if args.w1_workers else []
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"writes": rows, "w1_workers": w1_rows}, handle, indent=2)
+            json.dump({"writes": rows, "batched": batched, "w1_workers": w1_rows}, handle, indent=2)
+
+
+def _batched(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The batched table: one board, ``--batch-procs`` processes, a transaction per batch."""
+    keys = "an idempotency key each" if args.keyed else "no idempotency keys"
+    print(
+        f"\n{args.batch_procs} processes writing one board, {args.batch_writes} writes per run,"
+        f" a transaction per batch, {keys}, median of {args.rounds} rounds"
+    )
+    print(f"{'batch':>9} {'kernel/s':>10} {'raw/s':>10} {'ratio':>7}")
+    rows = []
+    for batch in (int(b) for b in args.batch.split(",")):
+        row = run_batched(
+            args.url, args.batch_writes, args.batch_procs, batch, args.keyed, args.rounds
+        )
+        rows.append(row)
+        print(
+            f"{batch:>9} {row['kernel_per_s']:>10.0f} {row['raw_per_s']:>10.0f}"
+            f" {row['ratio']:>7.2f}",
+            flush=True,
+        )
+    return rows
 
 
 def _w1_with_workers(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -193,12 +319,15 @@ def _w1_with_workers(args: argparse.Namespace) -> list[dict[str, Any]]:
     import pg_workers  # bench/ is on sys.path when this file runs as a script
 
     counts = [int(c) for c in args.w1_workers.split(",")]
-    print(f"\nW1, {args.w1_entries} entries, median of {args.rounds} rounds (entries/s)")
+    print(
+        f"\nW1, {args.w1_entries} entries, batch {args.w1_batch}, median of {args.rounds} rounds"
+        " (entries/s)"
+    )
     print(f"{'delay':>7} {'controller':>11} " + " ".join(f"{c} workers".rjust(16) for c in counts))
     rows = []
     for delay in (float(d) for d in args.w1_delay.split(",")):
         rounds = [
-            pg_workers.one_round(args.url, args.w1_entries, counts, delay, 64)
+            pg_workers.one_round(args.url, args.w1_entries, counts, delay, args.w1_batch)
             for _ in range(args.rounds)
         ]
         medians = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}

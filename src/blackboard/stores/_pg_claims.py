@@ -10,24 +10,27 @@ taken over between the fence's check and the batch landing. Keys are stored as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
 from blackboard._claims import Claim
 from blackboard.stores._pg_schema import dec
 
-__all__ = ["held", "holds", "release", "renew", "take"]
+__all__ = ["Answer", "held", "holds", "send_holds", "send_release", "send_renew", "send_take"]
 
 Conn = psycopg.Connection[Any]
+T = TypeVar("T")
 
 # New keys get a free row first; in key order, so two claimers never wait in a cycle.
+# Only on a board that exists (the claim reports a missing one, not a foreign-key error).
 _FREE_ROWS = """
 INSERT INTO bb_claims (board_id, key, holder, expires, token)
 SELECT %s, k, NULL, '-infinity', 0 FROM unnest(%s::text[]) AS k
 WHERE NOT EXISTS (SELECT 1 FROM bb_claims c WHERE c.board_id = %s AND c.key = k)
+  AND EXISTS (SELECT 1 FROM bb_boards WHERE board_id = %s)
 ORDER BY k
 ON CONFLICT DO NOTHING
 """
@@ -56,37 +59,43 @@ WHERE c.board_id = %(board)s AND c.key = picked.key
 RETURNING c.key, c.holder, c.expires, c.token
 """
 
+_RENEW = (
+    "UPDATE bb_claims SET expires = clock_timestamp() + %s WHERE board_id = %s"
+    " AND key = ANY(%s) AND holder = %s RETURNING key, holder, expires, token"
+)
+_RELEASE = (
+    "UPDATE bb_claims SET holder = NULL WHERE board_id = %s AND key = ANY(%s)"
+    " AND holder = %s RETURNING key"
+)
 
-def take(
+# The send_* functions only send their statements and return a function that reads the
+# answer: in pipeline mode the store sends COMMIT behind them, so a claim, a renewal or a
+# release costs one round trip, not three.
+Answer = Callable[[], T]
+
+
+def send_take(
     conn: Conn, board: str, holder: str, wanted: Sequence[str], limit: int, lease: timedelta
-) -> list[Claim]:
+) -> Answer[list[Claim]]:
     """Take up to ``limit`` of ``wanted`` for ``holder``, inside the caller's transaction."""
-    conn.execute(_FREE_ROWS, (board, sorted(wanted), board))
+    conn.execute(_FREE_ROWS, (board, sorted(wanted), board, board))
     params = {"wanted": list(wanted), "board": board, "holder": holder, "limit": limit}
-    rows = conn.execute(_TAKE, {**params, "lease": lease}).fetchall()
-    return _in_order(wanted, rows)
+    cur = conn.execute(_TAKE, {**params, "lease": lease})
+    return lambda: _in_order(wanted, cur.fetchall())
 
 
-def renew(
+def send_renew(
     conn: Conn, board: str, holder: str, wanted: Sequence[str], lease: timedelta
-) -> list[Claim]:
+) -> Answer[list[Claim]]:
     """Extend ``holder``'s claims on ``wanted``; the ones it lost are not returned."""
-    rows = conn.execute(
-        "UPDATE bb_claims SET expires = clock_timestamp() + %s WHERE board_id = %s"
-        " AND key = ANY(%s) AND holder = %s RETURNING key, holder, expires, token",
-        (lease, board, list(wanted), holder),
-    ).fetchall()
-    return _in_order(wanted, rows)
+    cur = conn.execute(_RENEW, (lease, board, list(wanted), holder))
+    return lambda: _in_order(wanted, cur.fetchall())
 
 
-def release(conn: Conn, board: str, holder: str, wanted: Sequence[str]) -> int:
+def send_release(conn: Conn, board: str, holder: str, wanted: Sequence[str]) -> Answer[int]:
     """Free ``holder``'s claims on ``wanted`` (their tokens are kept); how many it held."""
-    rows = conn.execute(
-        "UPDATE bb_claims SET holder = NULL WHERE board_id = %s AND key = ANY(%s)"
-        " AND holder = %s RETURNING key",
-        (board, list(wanted), holder),
-    ).fetchall()
-    return len(rows)
+    cur = conn.execute(_RELEASE, (board, list(wanted), holder))
+    return lambda: len(cur.fetchall())
 
 
 def held(conn: Conn, board: str) -> list[Claim]:
@@ -101,12 +110,25 @@ def held(conn: Conn, board: str) -> list[Claim]:
 
 def holds(conn: Conn, board: str, holder: str, keys: Sequence[str]) -> bool:
     """Whether ``holder`` holds every one of ``keys``; share-locks them until COMMIT."""
-    row = conn.execute(
+    return send_holds(conn, board, holder, keys)()
+
+
+def send_holds(conn: Conn, board: str, holder: str, keys: Sequence[str]) -> Answer[bool]:
+    """Send :func:`holds`'s query; the function returned reads its answer.
+
+    In pipeline mode the query travels with whatever is sent before the answer is read.
+    """
+    cur = conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM bb_claims WHERE board_id = %s"
         " AND key = ANY(%s) AND holder = %s FOR SHARE) AS held",
         (board, list(keys), holder),
-    ).fetchone()
-    return row is not None and int(row[0]) == len(set(keys))
+    )
+
+    def answer() -> bool:
+        row = cur.fetchone()
+        return row is not None and int(row[0]) == len(set(keys))
+
+    return answer
 
 
 def _claim(row: Sequence[Any]) -> Claim:

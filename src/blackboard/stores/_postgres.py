@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -38,7 +38,16 @@ from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreConfigError, StoreError, StoreOutcomeUnknownError
 from blackboard.faults import fault_point
 from blackboard.stores import _pg_claims
-from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
+from blackboard.stores._base import (
+    Appended,
+    AppendOutcome,
+    Closed,
+    Duplicate,
+    PendingWrite,
+    Repeated,
+    Store,
+    apply_writes,
+)
 from blackboard.stores._pg_listen import Listener
 from blackboard.stores._pg_schema import MIGRATIONS, SCHEMA_VERSION, dec, enc, migrate
 
@@ -212,6 +221,16 @@ class PostgresStore(Store):
             self._pause(attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
+    def _one_trip(self, what: str, send: Callable[[Conn], Callable[[], T]]) -> T:
+        """A transaction whose statements and COMMIT travel in one round trip.
+
+        ``send`` only sends statements (it reads no result inside the transaction, so it
+        must be safe to run again: see :meth:`_transact`) and returns a function that reads
+        their answers once the transaction has committed.
+        """
+        answer = self._transact(what, send)
+        return answer()
+
     def _read(self, what: str, work: Callable[[Conn], T]) -> T:
         """Run a read in autocommit, retried over passing failures, errors translated."""
         for attempt in range(self._retries + 1):
@@ -309,17 +328,54 @@ class PostgresStore(Store):
     def append(
         self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
     ) -> list[AppendOutcome]:
-        """Judge and keep ``writes`` in one transaction, under the board's row lock."""
+        """Judge and keep ``writes`` in one transaction, under the board's row lock.
+
+        The batch is judged first outside the lock, on what the board holds now (a
+        :class:`_Plan`); under the lock the same reads are made again, and only if every
+        answer is the same is the plan kept, its sequence numbers moved up to the head
+        the lock found. Else, or when the fence no longer holds, the batch is judged
+        under the lock as always. Either way the outcomes are exactly those of
+        ``apply_writes`` under the lock: what it reads are those answers and the head.
+        """
+        plan = self._plan(board_id, writes)
 
         def work(conn: Conn) -> tuple[list[AppendOutcome], str]:
-            txn = _PgTxn(conn, board_id)
-            outcomes = apply_writes(txn, writes, fence)
+            txn = _PgTxn(conn, board_id, writes, fence)
+            fenced_out = (
+                fence is not None and fence.keys and not txn.holds(fence.holder, fence.keys)
+            )
+            if plan is not None and not fenced_out and plan.reads == txn.reads():
+                outcomes = plan.rebase(txn)
+            else:
+                outcomes = apply_writes(txn, writes, fence)
             txn.finish()
             fault_point("store.before_commit")
             return outcomes, txn.xid
 
         outcomes, _ = self._transact("append", work, lambda result: result[1])
         return outcomes
+
+    def _plan(self, board_id: str, writes: Sequence[PendingWrite]) -> _Plan | None:
+        """Judge ``writes`` ahead, outside the lock, so the lock is held for less.
+
+        A board's state that admission reads (its closed mark, grants, premise versions,
+        unique keys, idempotency keys) changes only with its head, in transactions that
+        hold its lock, so whatever this judges on is checked again under the lock. A
+        batch that reads nothing but the closed mark (keyless, unguarded level writes)
+        is judged on an empty open board and costs no round trip here.
+        """
+        if any(_reads(write) for write in writes):
+            spec = self._read(
+                "read ahead for an append", lambda c: _plan_reads(c, board_id, writes)
+            )
+        else:
+            spec = _PgTxn.unread(board_id)
+        reads = spec.reads()
+        try:
+            outcomes = apply_writes(spec, writes)
+        except Exception:  # a reused key, an unplanned read: judge it under the lock
+            return None
+        return _Plan(spec, reads, outcomes)
 
     def find_key(self, board_id: str, key: str) -> tuple[Record, str] | None:
         """The record written under ``key``, with its fingerprint."""
@@ -332,9 +388,7 @@ class PostgresStore(Store):
         rows = self._read(
             "find idempotency keys",
             lambda conn: conn.execute(
-                f"SELECT {_COLUMNS}, fingerprint FROM bb_records"
-                " WHERE board_id = %s AND ikey = ANY(%s)",
-                (enc(board_id), [enc(key) for key in keys]),
+                _FIND_KEYS, ([enc(key) for key in dict.fromkeys(keys)], enc(board_id))
             ).fetchall(),
         )
         found = [(_record(row[:-1]), str(row[-1])) for row in rows]
@@ -410,12 +464,20 @@ class PostgresStore(Store):
     ) -> list[Claim]:
         """Take up to ``limit`` of ``keys``: ``SELECT ... FOR UPDATE SKIP LOCKED``, then set."""
         wanted = [enc(key) for key in dict.fromkeys(keys)]
+        board = enc(board_id)
 
-        def work(conn: Conn) -> list[Claim]:
-            _head(conn, board_id)  # the board must exist
-            return _pg_claims.take(conn, enc(board_id), holder, wanted, limit, lease)
+        def send(conn: Conn) -> _pg_claims.Answer[list[Claim]]:
+            exists = conn.execute("SELECT 1 FROM bb_boards WHERE board_id = %s", (board,))
+            taken = _pg_claims.send_take(conn, board, holder, wanted, limit, lease)
 
-        return self._transact("claim keys", work) if wanted and limit > 0 else []
+            def answer() -> list[Claim]:
+                if exists.fetchone() is None:
+                    raise StoreError(f"no board {board_id!r} in this store; open it first")
+                return taken()
+
+            return answer
+
+        return self._one_trip("claim keys", send) if wanted and limit > 0 else []
 
     def renew(
         self, board_id: str, holder: str, keys: Sequence[str], lease: timedelta
@@ -423,15 +485,15 @@ class PostgresStore(Store):
         """Extend ``holder``'s claims on ``keys``."""
         wanted = [enc(key) for key in dict.fromkeys(keys)]
         board = enc(board_id)
-        work = lambda conn: _pg_claims.renew(conn, board, holder, wanted, lease)  # noqa: E731
-        return self._transact("renew claims", work) if wanted else []
+        send = lambda conn: _pg_claims.send_renew(conn, board, holder, wanted, lease)  # noqa: E731
+        return self._one_trip("renew claims", send) if wanted else []
 
     def release(self, board_id: str, holder: str, keys: Sequence[str]) -> int:
         """Give up ``holder``'s claims on ``keys``."""
         wanted = [enc(key) for key in dict.fromkeys(keys)]
         board = enc(board_id)
-        work = lambda conn: _pg_claims.release(conn, board, holder, wanted)  # noqa: E731
-        return self._transact("release claims", work) if wanted else 0
+        send = lambda conn: _pg_claims.send_release(conn, board, holder, wanted)  # noqa: E731
+        return self._one_trip("release claims", send) if wanted else 0
 
     def claims(self, board_id: str) -> list[Claim]:
         """Every key held now."""
@@ -548,22 +610,289 @@ def _record(row: Sequence[Any]) -> Record:
     )
 
 
-class _PgTxn:
-    """The transaction primitives over one transaction holding the board's row lock."""
+# One statement per table for a whole batch: the rows travel as arrays, one per column,
+# so a batch of 1,000 records costs the server one INSERT, not 1,000 (and psycopg one call).
+# Arrays go in binary (%b): text arrays would quote and escape every JSON payload.
+_INSERT_RECORDS = (
+    "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at, ikey,"
+    " fingerprint) SELECT %s, * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[],"
+    " %b::text[], %b::bigint[], %b::timestamptz[], %b::text[], %b::text[])"
+)
+_INSERT_UNIQUES = (
+    "INSERT INTO bb_uniques (board_id, region, ukey_sha256, seq)"
+    " SELECT %s, * FROM unnest(%b::text[], %b::text[], %b::bigint[])"
+)
+_UPSERT_PREMISES = (
+    "INSERT INTO bb_premises (board_id, name, seq, version)"
+    " SELECT %s, * FROM unnest(%b::text[], %b::bigint[], %b::bigint[])"
+    " ON CONFLICT (board_id, name) DO UPDATE SET seq = excluded.seq, version = excluded.version"
+)
+_INSERT_GRANTS = (
+    "INSERT INTO bb_grants (board_id, agent, region)"
+    " SELECT %s, * FROM unnest(%b::text[], %b::text[]) ON CONFLICT DO NOTHING"
+)
+_DELETE_GRANTS = (
+    "DELETE FROM bb_grants WHERE board_id = %s"
+    " AND (agent, region) IN (SELECT * FROM unnest(%b::text[], %b::text[]))"
+)
 
-    def __init__(self, conn: Conn, board_id: str) -> None:
-        self.conn = conn
+# The reads a batch needs, for all its writes at once (sent behind the board's lock).
+# A look-up of many keys is a LATERAL probe per key: with `= ANY(...)` or a plain join
+# the planner, which knows nothing of how many rows one board has (autovacuum may never
+# have analysed the table), reads every keyed record of the board and filters them.
+_FIND_KEYS = (
+    "SELECT r.* FROM unnest(%b::text[]) AS k (ikey) CROSS JOIN LATERAL"
+    f" (SELECT {_COLUMNS}, fingerprint FROM bb_records"
+    "  WHERE board_id = %s AND ikey = k.ikey LIMIT 1) AS r"
+)
+_FIND_VERSIONS = "SELECT name, version FROM bb_premises WHERE board_id = %s AND name = ANY(%b)"
+_FIND_UNIQUES = (
+    "SELECT w.region, w.ukey_sha256, u.seq FROM unnest(%b::text[], %b::text[])"
+    " AS w (region, ukey_sha256) CROSS JOIN LATERAL (SELECT seq FROM bb_uniques"
+    "  WHERE board_id = %s AND region = w.region AND ukey_sha256 = w.ukey_sha256 LIMIT 1) AS u"
+)
+_FIND_GRANTS = "SELECT agent, region FROM bb_grants WHERE board_id = %s AND agent = ANY(%b)"
+
+_Read = Callable[[], None]
+
+
+class _UnplannedReadError(Exception):
+    """A transaction judging ahead (no lock) met a read it had not made: judge under the lock."""
+
+
+def _reads(write: PendingWrite) -> bool:
+    """Whether admitting ``write`` reads the board beyond its head and closed mark."""
+    return (
+        write.idempotency_key is not None
+        or write.kind is RecordKind.PREMISE
+        or write.unique_key is not None
+        or write.check_permission
+    )
+
+
+def _plan_reads(conn: Conn, board_id: str, writes: Sequence[PendingWrite]) -> _PgTxn:
+    """The reads a batch needs, made together (one round trip) without the lock."""
+    try:
+        with conn.pipeline():
+            return _PgTxn(conn, board_id, writes, lock=False)
+    except psycopg.Error:
+        conn.close()  # an aborted pipeline leaves psycopg's prepared statements unsure
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A batch judged ahead of the lock: the reads it was judged on, and what it found."""
+
+    spec: _PgTxn
+    reads: tuple[Any, ...]
+    outcomes: list[AppendOutcome]
+
+    def rebase(self, txn: _PgTxn) -> list[AppendOutcome]:
+        """Move the plan onto ``txn``, whose reads equal the plan's: new sequence numbers.
+
+        Sequence numbers above the plan's head are the batch's own; they move up by
+        how far the head moved. The records are stamped with the time of the lock.
+        """
+        spec = self.spec
+        base = spec.start
+        delta = txn.head() - base
+        at = datetime.fromtimestamp(time.time(), UTC)
+        moved: dict[int, Record] = {}
+        for outcome in self.outcomes:
+            if isinstance(outcome, Appended):
+                r = outcome.record
+                moved[r.sequence] = Record(
+                    r.sequence + delta, r.kind, r.region, r.writer, r.content, r.version, at,
+                    r.idempotency_key,
+                )  # fmt: skip
+
+        def seq(number: int) -> int:
+            return number + delta if number > base else number
+
+        outcomes: list[AppendOutcome] = []
+        for outcome in self.outcomes:
+            if isinstance(outcome, Appended):
+                outcome = Appended(moved[outcome.record.sequence])
+            elif isinstance(outcome, Repeated) and outcome.record.sequence > base:
+                outcome = Repeated(moved[outcome.record.sequence])
+            elif isinstance(outcome, Duplicate):
+                outcome = Duplicate(seq(outcome.sequence))
+            elif isinstance(outcome, Closed):
+                outcome = Closed(seq(outcome.sequence))
+            outcomes.append(outcome)
+        txn.take_rows(spec, delta, at)
+        return outcomes
+
+
+class _PgTxn:
+    """The transaction primitives over one transaction holding the board's row lock.
+
+    Round trips, not statements, are what a batch costs while it holds the lock: so the
+    reads the batch's writes will need (idempotency keys, premise versions, unique keys,
+    grants, the fence) are sent in the same round trip as the lock, and the rows it keeps
+    are sent in one statement per table when it finishes, together with COMMIT.
+
+    What this transaction has read stays true until it ends: every change to a board's
+    records and derived rows holds the board's lock, and the fence's claim rows are
+    share-locked. What it has written is kept here until :meth:`flush`; each read answers
+    from those writes first, so it answers exactly as if every insert had gone straight to
+    the tables.
+    """
+
+    keyless_fingerprints = False  # a fingerprint is only compared under a key; NULL otherwise
+
+    def __init__(
+        self,
+        conn: Conn | None,
+        board_id: str,
+        writes: Sequence[PendingWrite] = (),
+        fence: Fence | None = None,
+        *,
+        lock: bool = True,
+    ) -> None:
+        self.board_id = board_id
         self.board = enc(board_id)
-        row = conn.execute(
+        self._planning = not lock  # judging ahead: every read must have been made here
+        self._found: dict[str, tuple[Record, str] | None] = {}
+        self._versions: dict[str, int | None] = {}
+        self._uniques: dict[tuple[str, str], int | None] = {}
+        self._grants: dict[tuple[str, str], bool] = {}
+        self._granted_agents: set[str] = set()
+        self._fence: tuple[str, frozenset[str], bool] | None = None
+        self._records: list[tuple[Any, ...]] = []
+        self._new_uniques: list[tuple[str, str, int]] = []
+        self._new_premises: dict[str, tuple[int, int | None]] = {}
+        self._new_grants: dict[tuple[str, str], bool] = {}
+        self.start = self._head = 0
+        self._closed: int | None = None
+        self.xid = ""
+        if conn is None:  # judging ahead a batch that reads nothing: an empty open board
+            return
+        self.conn = conn
+        locked = conn.execute(
             "SELECT head, closed_seq, pg_current_xact_id()::text FROM bb_boards"
-            " WHERE board_id = %s FOR UPDATE",
+            " WHERE board_id = %s FOR UPDATE"
+            if lock
+            else "SELECT head, closed_seq, '' FROM bb_boards WHERE board_id = %s",
             (self.board,),
-        ).fetchone()
+        )
+        reads = self._send_reads(writes, fence)
+        row = locked.fetchone()
         if row is None:
             raise StoreError(f"no board {board_id!r} in this store; open it first")
-        self._start = self._head = int(row[0])
-        self._closed: int | None = None if row[1] is None else int(row[1])
+        self.start = self._head = int(row[0])
+        self._closed = None if row[1] is None else int(row[1])
         self.xid = str(row[2])
+        for read in reads:
+            read()
+
+    @classmethod
+    def unread(cls, board_id: str) -> _PgTxn:
+        """A transaction judging ahead, on an empty open board, without reading anything."""
+        return cls(None, board_id, lock=False)
+
+    def reads(self) -> tuple[Any, ...]:
+        """Everything admission could learn from this transaction's reads (not the head)."""
+        return (
+            self._closed,
+            dict(self._found),
+            dict(self._versions),
+            dict(self._uniques),
+            dict(self._grants),
+            frozenset(self._granted_agents),
+        )
+
+    def take_rows(self, plan: _PgTxn, delta: int, at: datetime) -> None:
+        """Keep the rows ``plan`` kept, their sequence numbers moved up by ``delta``."""
+        base = plan.start
+        self._records = [(s + delta, *rest[:5], at, *rest[6:]) for s, *rest in plan._records]
+        self._new_uniques = [(r, d, s + delta) for r, d, s in plan._new_uniques]
+        self._new_premises = {n: (s + delta, v) for n, (s, v) in plan._new_premises.items()}
+        self._new_grants = dict(plan._new_grants)
+        self._head = plan._head + delta
+        if plan._closed is not None and plan._closed > base:
+            self._closed = plan._closed + delta
+
+    def _unplanned(self) -> None:
+        if self._planning:
+            raise _UnplannedReadError
+
+    # -- reads, for a whole batch at once ---------------------------------------------
+
+    def _send_reads(self, writes: Sequence[PendingWrite], fence: Fence | None) -> list[_Read]:
+        """Send the batch's reads (run once the lock is held); return their collectors."""
+        reads: list[_Read] = []
+        if fence is not None and fence.keys:
+            reads.append(self._send_fence(fence.holder, fence.keys))
+        keys = [w.idempotency_key for w in writes if w.idempotency_key is not None]
+        if keys:
+            reads.append(self._send_keys(keys))
+        names = {w.region for w in writes if w.kind is RecordKind.PREMISE and w.region is not None}
+        if names:
+            reads.append(self._send_versions(names))
+        uniques = {
+            (w.region, _ukey(w.unique_key))
+            for w in writes
+            if w.unique_key is not None and w.region is not None
+        }
+        if uniques:
+            reads.append(self._send_uniques(uniques))
+        agents = {w.writer for w in writes if w.check_permission}
+        if agents:
+            reads.append(self._send_grants(agents))
+        return reads
+
+    def _send_fence(self, holder: str, keys: frozenset[str]) -> _Read:
+        held = _pg_claims.send_holds(self.conn, self.board, holder, [enc(key) for key in keys])
+
+        def read() -> None:
+            self._fence = (holder, keys, held())
+
+        return read
+
+    def _send_keys(self, keys: Sequence[str]) -> _Read:
+        unique = list(dict.fromkeys(keys))
+        cur = self.conn.execute(_FIND_KEYS, ([enc(key) for key in unique], self.board))
+
+        def read() -> None:
+            self._found.update(dict.fromkeys(unique))
+            for row in cur.fetchall():
+                record = _record(row[:-1])
+                assert record.idempotency_key is not None
+                self._found[record.idempotency_key] = (record, str(row[-1]))
+
+        return read
+
+    def _send_versions(self, names: set[str]) -> _Read:
+        cur = self.conn.execute(_FIND_VERSIONS, (self.board, [enc(name) for name in names]))
+
+        def read() -> None:
+            self._versions.update(dict.fromkeys(names))
+            self._versions.update((dec(name), int(version)) for name, version in cur.fetchall())
+
+        return read
+
+    def _send_uniques(self, uniques: set[tuple[str, str]]) -> _Read:
+        regions = [enc(region) for region, _ in uniques]
+        cur = self.conn.execute(_FIND_UNIQUES, (regions, [d for _, d in uniques], self.board))
+
+        def read() -> None:
+            self._uniques.update(dict.fromkeys(uniques))
+            self._uniques.update(((dec(r), d), int(seq)) for r, d, seq in cur.fetchall())
+
+        return read
+
+    def _send_grants(self, agents: set[str]) -> _Read:
+        cur = self.conn.execute(_FIND_GRANTS, (self.board, [enc(agent) for agent in agents]))
+
+        def read() -> None:
+            self._granted_agents.update(agents)
+            self._grants.update(((dec(a), dec(r)), True) for a, r in cur.fetchall())
+
+        return read
+
+    # -- the Transaction protocol ---------------------------------------------------
 
     def head(self) -> int:
         return self._head
@@ -572,87 +901,133 @@ class _PgTxn:
         return self._closed
 
     def permitted(self, agent: str, region: str) -> bool:
-        return _permitted(self.conn, self.board, agent, region)
+        known = self._grants.get((agent, region))
+        if known is not None:
+            return known
+        if agent in self._granted_agents:  # every grant of this agent was read
+            return False
+        self._unplanned()
+        granted = _permitted(self.conn, self.board, agent, region)
+        self._grants[agent, region] = granted
+        return granted
 
     def premise_version(self, name: str) -> int | None:
+        if name in self._versions:
+            return self._versions[name]
+        self._unplanned()
         version = _scalar(
             self.conn,
             "SELECT version FROM bb_premises WHERE board_id = %s AND name = %s",
             (self.board, enc(name)),
         )
-        return None if version is None else int(version)
+        self._versions[name] = None if version is None else int(version)
+        return self._versions[name]
 
     def unique_holder(self, region: str, key: str) -> int | None:
+        pair = (region, _ukey(key))
+        if pair in self._uniques:
+            return self._uniques[pair]
+        self._unplanned()
         seq = _scalar(
             self.conn,
             "SELECT seq FROM bb_uniques WHERE board_id = %s AND region = %s AND ukey_sha256 = %s",
-            (self.board, enc(region), _ukey(key)),
+            (self.board, enc(region), pair[1]),
         )
-        return None if seq is None else int(seq)
+        self._uniques[pair] = None if seq is None else int(seq)
+        return self._uniques[pair]
 
     def holds(self, holder: str, keys: frozenset[str]) -> bool:
+        fence = self._fence
+        if fence is not None and fence[0] == holder and fence[1] == keys:
+            return fence[2]
+        self._unplanned()
         return _pg_claims.holds(self.conn, self.board, holder, [enc(key) for key in keys])
 
+    def prefetch_keys(self, keys: Sequence[str]) -> None:
+        """Look up in one query the keys not already read with the lock."""
+        missing = [key for key in keys if key not in self._found]
+        if missing:
+            self._unplanned()
+            self._send_keys(missing)()
+
     def find_key(self, key: str) -> tuple[Record, str] | None:
-        return _find_key(self.conn, dec(self.board), key)
+        if key in self._found:
+            return self._found[key]
+        self._unplanned()
+        found = _find_key(self.conn, self.board_id, key)
+        self._found[key] = found
+        return found
 
     def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
-        self.conn.execute(
-            "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
-            " ikey, fingerprint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        key = record.idempotency_key
+        self._records.append(
             (
-                self.board,
                 record.sequence,
-                record.kind.value,
+                record.kind._value_,
                 None if record.region is None else enc(record.region),
                 enc(record.writer),
                 write.payload,
                 record.version,
                 record.at,
-                None if record.idempotency_key is None else enc(record.idempotency_key),
-                fingerprint,
-            ),
+                None if key is None else enc(key),
+                fingerprint if key is not None else None,
+            )
         )
+        if key is not None:
+            self._found[key] = (record, fingerprint)
         self._derive(record, write)
         self._head = record.sequence
 
+    def _derive(self, record: Record, write: PendingWrite) -> None:
+        kind, region = record.kind, record.region
+        if kind is RecordKind.LEVEL:
+            if write.unique_key is not None and region is not None:
+                digest = _ukey(write.unique_key)
+                self._uniques[region, digest] = record.sequence
+                self._new_uniques.append((enc(region), digest, record.sequence))
+        elif kind is RecordKind.PREMISE and region is not None:
+            self._versions[region] = record.version
+            self._new_premises[enc(region)] = (record.sequence, record.version)
+        elif kind in (RecordKind.GRANT, RecordKind.REVOKE) and region is not None:
+            agent = record.content["agent"]
+            granted = kind is RecordKind.GRANT
+            self._grants[agent, region] = granted
+            self._new_grants[enc(agent), enc(region)] = granted
+        elif kind is RecordKind.CLOSE:
+            self._closed = record.sequence
+
+    # -- writing what was kept ------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send the kept rows: one statement per table (results unread: they pipeline)."""
+        conn, board = self.conn, self.board
+        if self._records:
+            conn.execute(_INSERT_RECORDS, (board, *map(list, zip(*self._records, strict=True))))
+            self._records = []
+        if self._new_uniques:
+            conn.execute(_INSERT_UNIQUES, (board, *map(list, zip(*self._new_uniques, strict=True))))
+            self._new_uniques = []
+        if self._new_premises:
+            names = list(self._new_premises)
+            seqs = [self._new_premises[name][0] for name in names]
+            versions = [self._new_premises[name][1] for name in names]
+            conn.execute(_UPSERT_PREMISES, (board, names, seqs, versions))
+            self._new_premises = {}
+        if self._new_grants:
+            for granted, statement in ((True, _INSERT_GRANTS), (False, _DELETE_GRANTS)):
+                pairs = [pair for pair, kept in self._new_grants.items() if kept is granted]
+                if pairs:
+                    conn.execute(statement, (board, [a for a, _ in pairs], [r for _, r in pairs]))
+            self._new_grants = {}
+
     def finish(self) -> None:
-        """Bump the counter once for the batch; its trigger sends the wake-up on commit."""
-        if self._head != self._start:
+        """Send the kept rows, then bump the counter once; its trigger wakes on commit."""
+        self.flush()
+        if self._head != self.start:
             self.conn.execute(
                 "UPDATE bb_boards SET head = %s, closed_seq = %s WHERE board_id = %s",
                 (self._head, self._closed, self.board),
             )
-
-    def _derive(self, record: Record, write: PendingWrite) -> None:
-        conn, board = self.conn, self.board
-        region = None if record.region is None else enc(record.region)
-        if record.kind is RecordKind.PREMISE:
-            conn.execute(
-                "INSERT INTO bb_premises (board_id, name, seq, version) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (board_id, name) DO UPDATE SET seq = excluded.seq,"
-                " version = excluded.version",
-                (board, region, record.sequence, record.version),
-            )
-        elif record.kind is RecordKind.LEVEL and write.unique_key is not None:
-            conn.execute(
-                "INSERT INTO bb_uniques (board_id, region, ukey_sha256, seq)"
-                " VALUES (%s, %s, %s, %s)",
-                (board, region, _ukey(write.unique_key), record.sequence),
-            )
-        elif record.kind is RecordKind.GRANT:
-            conn.execute(
-                "INSERT INTO bb_grants (board_id, agent, region) VALUES (%s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
-                (board, enc(record.content["agent"]), region),
-            )
-        elif record.kind is RecordKind.REVOKE:
-            conn.execute(
-                "DELETE FROM bb_grants WHERE board_id = %s AND agent = %s AND region = %s",
-                (board, enc(record.content["agent"]), region),
-            )
-        elif record.kind is RecordKind.CLOSE:
-            self._closed = record.sequence
 
 
 def _ukey(key: str) -> str:

@@ -281,6 +281,7 @@ class TwoTransactionStore(PostgresStore):
         def records(conn: Any) -> tuple[list[AppendOutcome], str, int, int | None]:
             txn = _PgTxn(conn, board_id)
             outcomes = apply_writes(txn, writes, fence)
+            txn.flush()  # the records (and derived rows), without the counter
             return outcomes, txn.xid, txn.head(), txn.closed_at()
 
         outcomes, _, head, closed = self._transact("keep records", records, lambda r: r[1])

@@ -55,6 +55,7 @@ SUITE = [
     "tests/blackboard/postgres/test_pg_faults.py",
     "tests/blackboard/postgres/test_pg_check_store.py",
     "tests/blackboard/postgres/test_pg_claims.py",
+    "tests/blackboard/postgres/test_pg_planned_append.py",
 ]
 
 pytestmark = [

@@ -1,0 +1,148 @@
+"""A batch judged ahead of the board's lock is kept only if the board did not change under it.
+
+The PostgreSQL store judges a batch before it takes the board's row lock (so the lock is
+held for a round trip and the commit, not for the judging) and, under the lock, reads the
+same things again. These tests commit a competing write from a second store in the gap:
+after the first store judged its batch and before it locks the board (a connection class
+that runs the competitor just before the locking statement). Every outcome must be the one
+judged under the lock: a compare-and-set conflicts, a unique key is a duplicate, a
+repeated idempotency key is a repeat, a closed run refuses, and plain writes land after
+the competitor's in a gap-free log. Keeping the plan without checking it again breaks
+each of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from pg_harness import PgSpace, pg_space
+
+from blackboard import (
+    Conflict,
+    Level,
+    Model,
+    Premise,
+    ProposedContribution,
+    Rejected,
+    RejectionCause,
+    Written,
+    create_model,
+)
+from blackboard.stores._postgres import PostgresStore
+
+__all__ = ["pg_space"]
+
+pytestmark = pytest.mark.postgres
+
+_before_lock: list[Callable[[], object]] = []
+
+
+class _GapConnection(psycopg.Connection[Any]):
+    """Runs the armed competitor just before this session locks a board."""
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if isinstance(query, str) and "FOR UPDATE" in query and "bb_boards" in query:
+            while _before_lock:
+                _before_lock.pop()()
+        return super().execute(query, params, **kwargs)
+
+
+def _model(store: PostgresStore, board: str) -> Model:
+    return create_model(
+        [Level("events"), Level("ids", unique="id"), Premise("p")],
+        premises={"p": 0},
+        store=store,
+        board_id=board,
+    )
+
+
+@pytest.fixture
+def pair(pg_space: PgSpace) -> Iterator[tuple[Model, Model]]:
+    """Two models of one board: the first's locks let the second write first."""
+    mine = PostgresStore(pg_space.url, connection_class=_GapConnection)
+    theirs = PostgresStore(pg_space.url)
+    try:
+        yield _model(mine, "gap"), _model(theirs, "gap")
+    finally:
+        _before_lock.clear()
+        mine.close()
+        theirs.close()
+
+
+def _in_the_gap(act: Callable[[], object]) -> None:
+    _before_lock.append(act)
+
+
+def _sequences(model: Model) -> list[int]:
+    return [record.sequence for record in model.reader.log()]
+
+
+def test_a_compare_and_set_conflicts_when_the_premise_moved(pair: tuple[Model, Model]) -> None:
+    mine, theirs = pair
+    _in_the_gap(lambda: theirs.control.set_premise("w", "p", "theirs", expected_version=1))
+    result = mine.control.set_premise("w", "p", "mine", expected_version=1)
+    assert result == Conflict(2)
+    assert mine.reader.read_premise("p").value == "theirs"
+
+
+def test_a_unique_key_is_a_duplicate_when_it_landed_first(pair: tuple[Model, Model]) -> None:
+    mine, theirs = pair
+    _in_the_gap(lambda: theirs.control.write("w", "ids", {"id": 7, "by": "theirs"}))
+    result = mine.control.write("w", "ids", {"id": 7, "by": "mine"})
+    assert isinstance(result, Rejected) and result.cause is RejectionCause.DUPLICATE
+    assert [r.content["by"] for r in mine.reader.read_level("ids")] == ["theirs"]
+
+
+def test_a_key_that_landed_first_is_a_repeat(pair: tuple[Model, Model]) -> None:
+    mine, theirs = pair
+    landed: list[object] = []
+    _in_the_gap(lambda: landed.append(theirs.control.write("w", "events", {"n": 1},
+                                                             idempotency_key="k")))  # fmt: skip
+    result = mine.control.write("w", "events", {"n": 1}, idempotency_key="k")
+    (first,) = landed
+    assert isinstance(first, Written) and isinstance(result, Written)
+    assert result.repeat and result.sequence == first.sequence
+    assert len(mine.reader.read_level("events")) == 1
+
+
+def test_a_run_closed_in_the_gap_refuses_the_batch(pair: tuple[Model, Model]) -> None:
+    mine, theirs = pair
+    _in_the_gap(lambda: theirs.control.abort("closed in the gap"))
+    result = mine.control.write("w", "events", {"n": 1})
+    assert isinstance(result, Rejected) and result.cause is RejectionCause.RUN_CLOSED
+    assert list(mine.reader.read_level("events")) == []
+
+
+def test_plain_writes_land_after_the_competitors(pair: tuple[Model, Model]) -> None:
+    mine, theirs = pair
+    head = mine.reader.head()
+    _in_the_gap(lambda: theirs.control.write("w", "events", {"by": "theirs"}))
+    batch = [ProposedContribution("w", "events", {"by": "mine", "n": n}) for n in range(3)]
+    results = mine.control.write_all(batch)
+    assert [r.sequence for r in results if isinstance(r, Written)] == [
+        head + 2,
+        head + 3,
+        head + 4,
+    ]
+    by = [r.content["by"] for r in mine.reader.read_level("events")]
+    assert by == ["theirs", "mine", "mine", "mine"]
+    assert _sequences(mine) == list(range(1, head + 5))
+
+
+def test_a_batch_with_a_duplicate_inside_it_moves_as_one(pair: tuple[Model, Model]) -> None:
+    mine, theirs = pair
+    _in_the_gap(lambda: theirs.control.write("w", "events", {"by": "theirs"}))
+    batch = [
+        ProposedContribution("w", "ids", {"id": 1, "n": 0}),
+        ProposedContribution("w", "ids", {"id": 1, "n": 1}),
+        ProposedContribution("w", "events", {"by": "mine"}),
+    ]
+    first, second, third = mine.control.write_all(batch)
+    assert isinstance(first, Written) and isinstance(third, Written)
+    assert isinstance(second, Rejected) and second.cause is RejectionCause.DUPLICATE
+    assert third.sequence == first.sequence + 1
+    assert [r.sequence for r in mine.reader.read_level("ids")] == [first.sequence]
+    assert _sequences(mine) == list(range(1, third.sequence + 1))
