@@ -43,7 +43,7 @@ from pybb.attestation._quote import (
 from pybb.attestation._registry import Registry
 from pybb.attestation._replay import replay
 from pybb.attestation._report import Reason
-from pybb.attestation._tpm import TpmFormatError, parse_pcrs_file
+from pybb.attestation._tpm import TpmFormatError, parse_pcrs_file, parse_tpms_attest
 
 __all__ = [
     "EVENT_LOG_CAP",
@@ -204,7 +204,8 @@ def load_evidence_dir(
     """Verify every device's quote in an EVIDENCE_DIR and return the fleet for the tree.
 
     Each quote is verified (and its nonce spent) once, here; the fleet holds the
-    outcomes, so the tree reads them as often as it likes.
+    outcomes, so the tree reads them as often as it likes. A device sent back for
+    re-measuring is read again only through the fleet's ``reread`` (see :func:`_rereader`).
 
     Raises:
         FleetError: ``folder`` is not a folder or holds no device folders.
@@ -259,7 +260,53 @@ def load_evidence_dir(
     for name, cls in classes.items():
         digest.update(f"class {name}:{cls.fingerprint}\n".encode())
     name = re.sub(r"[^A-Za-z0-9._-]", "-", root.resolve().name)[:64].lstrip("._-") or "evidence"
-    return Fleet(name, classes, tuple(results), load, {}, digest.hexdigest(), classify)
+    reread = _rereader(root, registry, caps, results)
+    return Fleet(
+        name, classes, tuple(results), load, {}, digest.hexdigest(), classify, reread=reread
+    )
+
+
+def _rereader(
+    root: Path, registry: Registry, caps: Caps, results: dict[str, Evidence | EvidenceError]
+) -> Callable[[str, bytes | None], bool]:
+    """``reread(device, nonce)``: verify a new quote dropped into the device's folder.
+
+    Only a quote over a nonce not seen before for the device (with ``nonce``, over
+    exactly it: the re-measure challenge) is new evidence; it is verified against the
+    live registry, so its nonce is spent now, once, and its outcome, good or refused
+    (a bad signature, an unknown AK), becomes the device's. Anything else (the old quote
+    still there or dropped again, files not all written yet) leaves the outcome as it was.
+    """
+    answered: dict[str, bytes] = {}  # the nonce of the quote each device was last read from
+
+    def reread(device: str, nonce: bytes | None) -> bool:
+        folder = root / device
+        if device not in results or not all(
+            (folder / f).is_file() for f in ("quote.msg", "quote.sig", "eventlog.bin")
+        ):
+            return False
+        try:
+            message = _read(folder, "quote.msg", caps.quote, device)
+            assert message is not None
+            quoted = parse_tpms_attest(message).extra_data
+        except (EvidenceError, TpmFormatError):
+            return False  # not readable yet (being written?): the next poll looks again
+        if (nonce is not None and quoted != nonce) or answered.get(device) == quoted:
+            return False
+        try:
+            found: Evidence | EvidenceError = verify_device(registry, device, folder, caps=caps)
+        except QuoteError as exc:
+            if exc.reason is Reason.NONCE_REUSED:
+                # The old quote (spent at load), or one another process read first.
+                return False
+            found = exc
+        except EvidenceError as exc:
+            found = exc
+        answered[device] = quoted
+        results[device] = found
+        return True
+
+    return reread
 
 
 def _safe(name: str) -> str:

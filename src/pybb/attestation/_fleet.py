@@ -64,6 +64,10 @@ class Fleet:
         classifier: Tells a device's class name cheaply (without its log), if it can.
         ledger: When set, every device's signed quote is checked against it on load
             (a failing one is that device's :class:`QuoteError`).
+        reread: When set, ``reread(device, nonce)`` reads the device's evidence from its
+            source again, for re-measuring (an EVIDENCE_DIR: a new quote is verified, and
+            its nonce spent, only now). Whether the source holds new evidence (with
+            ``nonce``, a quote over it); if so, :meth:`load` gives it from then on.
     """
 
     name: str
@@ -74,6 +78,9 @@ class Fleet:
     fingerprint: str = ""
     classifier: Callable[[str], str | None] | None = field(default=None, repr=False, compare=False)
     ledger: QuoteLedger | None = field(default=None, repr=False, compare=False)
+    reread: Callable[[str, bytes | None], bool] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):

@@ -424,6 +424,9 @@ class SupervisedAttestation:
 
     def _fresh(self, key: str, nonce: bytes | None) -> BlackboardEntry | None:
         """The device's measurement from its evidence now; with a challenge, only if answered."""
+        reread = self.attestation.fleet.reread
+        if reread is not None:  # real evidence: a new quote is verified (and spent) only now
+            return self.attestation.fresh_entry(key) if reread(key, nonce) else None
         if nonce is not None:
             try:
                 evidence = self.attestation.fleet.load(key)
