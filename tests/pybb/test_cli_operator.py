@@ -229,7 +229,13 @@ def test_row5_a_second_pybb_attest_on_the_board_is_refused_naming_the_holder(
     first = Child(["attest", "--demo", "300", "--chunk", "25"], cwd=tmp_path)
     try:
         first.wait_for("attested 25 of 300")
-        second = run("attest", "--demo", "300", "--report", "second.json", cwd=tmp_path)
+        # Held still (alive, holding the board) while the second one tries: a fast machine
+        # would otherwise let the first finish before the second has started.
+        os.kill(first.process.pid, signal.SIGSTOP)
+        try:
+            second = run("attest", "--demo", "300", "--report", "second.json", cwd=tmp_path)
+        finally:
+            os.kill(first.process.pid, signal.SIGCONT)
         refused(second, "is being attested by pybb attest on", f"pid {first.process.pid}")
         assert not (tmp_path / "second.json").exists()
         status, text = first.finish()

@@ -87,17 +87,9 @@ async def answer_ask(request: Request) -> Response:
     the same answer sent again with that token is applied (once, like every answer).
     """
     inbox = inbox_of(request)
-    token = _token(request)
-    if token is None:
-        return _unauthorized()
-    wait = inbox.answer_limiter.take(token.human)
-    if wait:
-        response = _error(429, "rate_limited", "Too many answers; slow down.")
-        response.headers["Retry-After"] = str(max(1, round(wait)))
-        return response
-    query = _query(request)
-    if isinstance(query, Response):
-        return query
+    token = _writer(request)
+    if isinstance(token, Response):
+        return token
     body = await _answer_body(request)
     if isinstance(body, Response):
         return body
@@ -156,17 +148,9 @@ def _unconfirmed(
 async def reassign_ask(request: Request) -> Response:
     """POST /api/asks/{ask_id}/reassign with ``{"to": ..., "note": ...}``."""
     inbox = inbox_of(request)
-    token = _token(request)
-    if token is None:
-        return _unauthorized()
-    wait = inbox.answer_limiter.take(token.human)
-    if wait:
-        response = _error(429, "rate_limited", "Too many requests; slow down.")
-        response.headers["Retry-After"] = str(max(1, round(wait)))
-        return response
-    query = _query(request)
-    if isinstance(query, Response):
-        return query
+    token = _writer(request)
+    if isinstance(token, Response):
+        return token
     shape = 'Send {"to": "human:<name>" or "team:<name>", "note": "<why>"}.'
     body = await _json_body(request, ("to", "note"), shape)
     if isinstance(body, Response):
@@ -296,6 +280,24 @@ async def me(request: Request) -> Response:
 
 def _token(request: Request) -> TokenInfo | None:
     return inbox_of(request).bearer(request)
+
+
+def _writer(request: Request) -> TokenInfo | Response:
+    """The token of a request that writes to the board, or the response refusing it.
+
+    Every write route checks the same three things first: a valid token, the person's
+    answer rate (answers and reassignments share one limiter), and no query parameters.
+    """
+    token = _token(request)
+    if token is None:
+        return _unauthorized()
+    wait = inbox_of(request).answer_limiter.take(token.human)
+    if wait:
+        response = _error(429, "rate_limited", "Too many answers or reassignments; slow down.")
+        response.headers["Retry-After"] = str(max(1, round(wait)))
+        return response
+    query = _query(request)
+    return query if isinstance(query, Response) else token
 
 
 def _query(request: Request, *allowed: str) -> dict[str, str] | Response:

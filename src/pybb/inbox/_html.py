@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
@@ -168,17 +169,11 @@ async def logout(request: Request) -> Response:
 
 async def answer_form(request: Request) -> Response:
     """Answer an ask with one click: the form of the option clicked."""
-    inbox = inbox_of(request)
-    session = inbox.session(request)
-    if session is None:
-        return _message(inbox, 401, "Please log in", "Log in to answer asks.")
-    wait = inbox.answer_limiter.take(session.human)
-    if wait:
-        return _limited(inbox, wait, session)
-    form = await request.form()
+    posted = await _posted(request, "Log in to answer asks.")
+    if isinstance(posted, Response):
+        return posted
+    inbox, session, form = posted
     ask_id = request.path_params["ask_id"]
-    if not inbox.sessions.csrf_ok(session, form.get("csrf")):
-        return _forged(inbox, session)
     if not is_valid_id(ask_id) or not inbox.sessions.nonce_ok(session, ask_id, form.get("nonce")):
         return _forged(inbox, session)
     option, note = form.get("option"), form.get("note", "")
@@ -220,16 +215,10 @@ async def events(request: Request) -> Response:
 
 async def group_answer(request: Request) -> Response:
     """Answer every ask of a root-cause group with one option: one board write per ask."""
-    inbox = inbox_of(request)
-    session = inbox.session(request)
-    if session is None:
-        return _message(inbox, 401, "Please log in", "Log in to answer asks.")
-    wait = inbox.answer_limiter.take(session.human)
-    if wait:
-        return _limited(inbox, wait, session)
-    form = await request.form()
-    if not inbox.sessions.csrf_ok(session, form.get("csrf")):
-        return _forged(inbox, session)
+    posted = await _posted(request, "Log in to answer asks.")
+    if isinstance(posted, Response):
+        return posted
+    inbox, session, form = posted
     raw, option, note = form.get("asks"), form.get("option"), form.get("note", "")
     if not isinstance(raw, str) or not isinstance(option, str) or not isinstance(note, str):
         return _message(inbox, 422, "Not an answer", "Choose one of the options.", session)
@@ -315,16 +304,12 @@ async def not_asked(request: Request) -> Response:
 
 async def pull(request: Request) -> Response:
     """Pull a denied escalation into an ask, within the budget; the run carries it out."""
-    inbox = inbox_of(request)
-    session = inbox.session(request)
-    if session is None:
-        return _message(inbox, 401, "Please log in", "Log in to pull escalations.")
-    wait = inbox.answer_limiter.take(session.human)
-    if wait:
-        return _limited(inbox, wait, session)
-    form = await request.form()
+    posted = await _posted(request, "Log in to pull escalations.")
+    if isinstance(posted, Response):
+        return posted
+    inbox, session, form = posted
     escalation, note = form.get("escalation"), form.get("note", "")
-    if not inbox.sessions.csrf_ok(session, form.get("csrf")) or not isinstance(escalation, str):
+    if not isinstance(escalation, str):
         return _forged(inbox, session)
     if not inbox.sessions.nonce_ok(session, f"pull:{escalation}", form.get("nonce")):
         return _forged(inbox, session)
@@ -435,17 +420,11 @@ def _card(
 
 async def reassign_form(request: Request) -> Response:
     """Reassign an ask to a person or a team, with a note: a board write."""
-    inbox = inbox_of(request)
-    session = inbox.session(request)
-    if session is None:
-        return _message(inbox, 401, "Please log in", "Log in to reassign asks.")
-    wait = inbox.answer_limiter.take(session.human)
-    if wait:
-        return _limited(inbox, wait, session)
-    form = await request.form()
+    posted = await _posted(request, "Log in to reassign asks.")
+    if isinstance(posted, Response):
+        return posted
+    inbox, session, form = posted
     ask_id = request.path_params["ask_id"]
-    if not inbox.sessions.csrf_ok(session, form.get("csrf")):
-        return _forged(inbox, session)
     nonce = form.get("nonce")
     if not is_valid_id(ask_id) or not inbox.sessions.nonce_ok(session, f"reassign:{ask_id}", nonce):
         return _forged(inbox, session)
@@ -465,6 +444,25 @@ async def reassign_form(request: Request) -> Response:
     }
     title = "Not reassigned" if done.code == "unchanged" else titles[done.outcome]
     return _message(inbox, done.outcome.value, title, done.message, session)
+
+
+async def _posted(request: Request, login_text: str) -> tuple[Inbox, Session, FormData] | Response:
+    """The inbox, session and form of a POST that writes, or the page refusing it.
+
+    Every form that writes checks the same three things first, in this order: a login,
+    the person's answer rate, and the form's CSRF token (each form then checks its nonce).
+    """
+    inbox = inbox_of(request)
+    session = inbox.session(request)
+    if session is None:
+        return _message(inbox, 401, "Please log in", login_text)
+    wait = inbox.answer_limiter.take(session.human)
+    if wait:
+        return _limited(inbox, wait, session)
+    form = await request.form()
+    if not inbox.sessions.csrf_ok(session, form.get("csrf")):
+        return _forged(inbox, session)
+    return inbox, session, form
 
 
 def _message(
