@@ -92,7 +92,8 @@ def verify_link(token: str, secret: bytes, *, now: datetime) -> Link:
     payload, dot, signature = token.partition(".") if isinstance(token, str) else ("", "", "")
     if not dot or len(token) > 2_000:
         raise LinkError(LinkProblem.MALFORMED, "this link is not a pybb link")
-    if not hmac.compare_digest(_sign(payload, secret), signature):
+    # compare_digest raises on non-ASCII text, which a URL can carry: not a signature either.
+    if not signature.isascii() or not hmac.compare_digest(_sign(payload, secret), signature):
         raise LinkError(LinkProblem.BAD_SIGNATURE, "this link's signature is not valid")
     try:
         body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))

@@ -116,7 +116,7 @@ class Sessions:
 
     def nonce_ok(self, session: Session, ask_id: str, nonce: object) -> bool:
         """Whether ``nonce`` is this session's nonce for ``ask_id``."""
-        return isinstance(nonce, str) and hmac.compare_digest(self.nonce(session, ask_id), nonce)
+        return _same(self.nonce(session, ask_id), nonce)
 
     def sign(self, *parts: str) -> str:
         """An HMAC of ``parts`` under the inbox's key, for tokens bound to what they name.
@@ -129,9 +129,18 @@ class Sessions:
 
     def signed_ok(self, value: object, *parts: str) -> bool:
         """Whether ``value`` is :meth:`sign` of ``parts``."""
-        return isinstance(value, str) and hmac.compare_digest(self.sign(*parts), value)
+        return _same(self.sign(*parts), value)
 
     @staticmethod
     def csrf_ok(session: Session, token: object) -> bool:
         """Whether ``token`` is this session's CSRF token."""
-        return isinstance(token, str) and hmac.compare_digest(session.csrf, token)
+        return _same(session.csrf, token)
+
+
+def _same(expected: str, given: object) -> bool:
+    """Whether ``given`` is the secret ``expected``, compared in constant time.
+
+    ``hmac.compare_digest`` raises on a str with non-ASCII characters, and a form field or
+    JSON value can hold any; such a value is simply not the (hex or URL-safe) secret.
+    """
+    return isinstance(given, str) and given.isascii() and hmac.compare_digest(expected, given)

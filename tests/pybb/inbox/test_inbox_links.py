@@ -118,6 +118,9 @@ def test_a_forged_or_expired_link_gets_a_page_that_says_what_to_do(
         assert "Copy the whole link" in refused.text
         cut = client.get(f"/link/{forged[:-8]}")
         assert cut.status_code == 403 and "log in with your token" in cut.text
+        # a non-ASCII signature (a URL may carry one) is not valid either, never a 500
+        odd = client.get(f"/link/{forged.rsplit('.', 1)[0]}.%C3%A9%C3%A9")
+        assert odd.status_code == 403 and "Not a valid link" in odd.text
         late = sign_link(SECRET, "ask-1", "human:alice", clock.now + timedelta(minutes=5))
         shown = client.get(f"/link/{late}")
         assert shown.status_code == 200

@@ -122,8 +122,11 @@ def test_revoking_in_the_file_from_another_process_counts(
         lambda f: f.update(csrf="x" * 43),
         lambda f: f.pop("nonce"),
         lambda f: f.update(nonce="0" * 64),
+        # compare_digest raises on non-ASCII text: such a field must be refused, not a 500
+        lambda f: f.update(csrf="\u0080" * 43),
+        lambda f: f.update(nonce="é" * 64),
     ],
-    ids=["no-csrf", "wrong-csrf", "no-nonce", "wrong-nonce"],
+    ids=["no-csrf", "wrong-csrf", "no-nonce", "wrong-nonce", "non-ascii-csrf", "non-ascii-nonce"],
 )
 def test_a_forged_form_is_refused(client: AppClient, alice: str, model: Model, tamper: Any) -> None:
     form = answer_form(login(client, alice), "ask-1", "accept")
