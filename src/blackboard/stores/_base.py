@@ -280,6 +280,13 @@ class Store(ABC):
     Implementations translate their driver's exceptions into :class:`StoreError`.
     """
 
+    #: Whether the kernel reads the run's state before a write that nothing else settles
+    #: early (no idempotency key, no rule, no grant to check). The transaction checks it
+    #: again either way, so the answer is the same; the question is only what it costs.
+    #: On SQLite that read outside the write lock gives other processes their turn at the
+    #: lock; on PostgreSQL it is one more round trip per write and gives nothing back.
+    reads_run_state_ahead: bool = True
+
     @abstractmethod
     def open_board(self, board_id: str, declaration: str, opening: Sequence[PendingWrite]) -> str:
         """Create the board with ``opening`` writes if it does not exist; return its declaration.

@@ -37,7 +37,7 @@ from blackboard._json import decode
 from blackboard._records import Outcome, Record, RecordKind, RunStatus
 from blackboard.errors import StoreConfigError, StoreError, StoreOutcomeUnknownError
 from blackboard.faults import fault_point
-from blackboard.stores import _pg_claims
+from blackboard.stores import _pg_claims, _pg_plain
 from blackboard.stores._base import (
     Appended,
     AppendOutcome,
@@ -99,6 +99,8 @@ class PostgresStore(Store):
         StoreConfigError: The URL or an option is invalid.
         StoreError: The server cannot be reached, or its schema is newer than this code.
     """
+
+    reads_run_state_ahead = False  # every append reads it under the lock: a read ahead only costs
 
     def __init__(
         self,
@@ -338,6 +340,12 @@ class PostgresStore(Store):
         ``apply_writes`` under the lock: what it reads are those answers and the head.
         """
         plan = self._plan(board_id, writes)
+        if plan is not None and (fence is None or not fence.keys):
+            rows = plan.plain_rows()
+            if rows is not None:
+                kept = self._append_plain(board_id, plan, rows)
+                if kept is not None:
+                    return kept
 
         def work(conn: Conn) -> tuple[list[AppendOutcome], str]:
             txn = _PgTxn(conn, board_id, writes, fence)
@@ -354,6 +362,37 @@ class PostgresStore(Store):
 
         outcomes, _ = self._transact("append", work, lambda result: result[1])
         return outcomes
+
+    def _append_plain(
+        self, board_id: str, plan: _Plan, rows: list[tuple[Any, ...]]
+    ) -> list[AppendOutcome] | None:
+        """Keep a batch that reads nothing with the lock held server-side (``_pg_plain``).
+
+        None: the run was closed (or the board missing) when the lock was taken and
+        nothing was written; the caller judges the batch under the lock as always.
+        """
+        board, count = enc(board_id), len(rows)
+
+        def work(conn: Conn) -> _pg_plain.Sent:
+            sent = _pg_plain.send(conn, board, rows)
+            fault_point("store.before_commit")
+            return sent
+
+        sent = self._transact("append", work, lambda s: s.xid)
+        try:
+            base = _pg_plain.base_from_answer(sent, count)
+        except psycopg.Error:  # committed (the server said so), but the answer was lost
+            base = self._read(
+                "read back an append whose answer was lost",
+                lambda conn: _pg_plain.base_from_board(conn, board, sent, count),
+            )
+        if base is None:
+            return None
+        return [
+            Appended(Record(r.sequence + base, r.kind, r.region, r.writer, r.content, r.version,
+                            sent.at, None))
+            for r in plan.records()
+        ]  # fmt: skip
 
     def _plan(self, board_id: str, writes: Sequence[PendingWrite]) -> _Plan | None:
         """Judge ``writes`` ahead, outside the lock, so the lock is held for less.
@@ -688,6 +727,19 @@ class _Plan:
     reads: tuple[Any, ...]
     outcomes: list[AppendOutcome]
 
+    def plain_rows(self) -> list[tuple[Any, ...]] | None:
+        """The rows, if the batch reads nothing and keeps only appended level records.
+
+        Such a batch is admitted exactly when the run is open: ``_pg_plain`` keeps it.
+        """
+        if not self.spec.read_nothing or not all(type(o) is Appended for o in self.outcomes):
+            return None
+        return self.spec.plain_rows()
+
+    def records(self) -> list[Record]:
+        """The records the plan appended, numbered from the empty board it was judged on."""
+        return [o.record for o in self.outcomes if isinstance(o, Appended)]
+
     def rebase(self, txn: _PgTxn) -> list[AppendOutcome]:
         """Move the plan onto ``txn``, whose reads equal the plan's: new sequence numbers.
 
@@ -767,6 +819,7 @@ class _PgTxn:
         self.start = self._head = 0
         self._closed: int | None = None
         self.xid = ""
+        self.read_nothing = conn is None
         if conn is None:  # judging ahead a batch that reads nothing: an empty open board
             return
         self.conn = conn
@@ -802,6 +855,18 @@ class _PgTxn:
             dict(self._grants),
             frozenset(self._granted_agents),
         )
+
+    def plain_rows(self) -> list[tuple[Any, ...]] | None:
+        """``(seq, kind, region, writer, payload, version)`` per record kept, if that is all.
+
+        None when the batch keeps anything else: unique keys, premises, grants, a close,
+        or a keyed record.
+        """
+        if self._new_uniques or self._new_premises or self._new_grants or self._closed:
+            return None
+        if not self._records or any(row[7] is not None for row in self._records):
+            return None
+        return [row[:6] for row in self._records]
 
     def take_rows(self, plan: _PgTxn, delta: int, at: datetime) -> None:
         """Keep the rows ``plan`` kept, their sequence numbers moved up by ``delta``."""

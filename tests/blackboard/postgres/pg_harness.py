@@ -160,7 +160,9 @@ class FaultPlan:
     Kinds: ``drop`` terminates the session (``pg_terminate_backend``) before the statement
     goes out; ``40001`` / ``40P01`` make the server raise a serialization failure or a
     deadlock there; ``lost-ack`` lets the ``at``-th COMMIT land, then drops the session
-    before the store reads its answer (persistent: every statement after it drops too).
+    before the store reads its answer (persistent: every statement after it drops too);
+    ``lost-answers`` is ``lost-ack`` with no answer of the transaction read at all, not
+    even those of the statements before COMMIT (the server sends them all at the end).
     Connection set-up (``SET``) and the pool's liveness checks are not counted.
     """
 
@@ -186,7 +188,7 @@ class FaultPlan:
         """The fault to inject before sending ``text``, if any."""
         if not self.armed or not text or text.startswith("SET "):
             return None
-        if self.kind == "lost-ack":
+        if self.kind in ("lost-ack", "lost-answers"):
             if self.fired and self.persistent:
                 return "drop"
             if text != "COMMIT":
@@ -218,9 +220,32 @@ def faulty_connection_class(plan: FaultPlan) -> type[psycopg.Connection[Any]]:
                 _terminate(plan.server, self.info.backend_pid)
                 self.close()
                 raise psycopg.OperationalError("injected: the session dropped after COMMIT")
+            elif fault == "lost-answers":
+                super().execute(query, params, **kwargs)
+                self.pgconn.flush()  # the statements reach the server; no answer is read
+                _wait_committed(plan.server, self.info.backend_pid)
+                _terminate(plan.server, self.info.backend_pid)
+                self.close()
+                raise psycopg.OperationalError("injected: the session dropped, answers unread")
             return super().execute(query, params, **kwargs)
 
     return FaultyConnection
+
+
+def _wait_committed(server: str, pid: int) -> None:
+    """Wait until session ``pid`` has run the COMMIT it was sent.
+
+    A pipeline's session stays ``active`` until its Sync, which never comes, but a
+    COMMIT ends its transaction when it runs: the session then holds no transaction id.
+    """
+    with psycopg.connect(server, autocommit=True) as conn:
+        for _ in range(2000):
+            row = conn.execute("SELECT backend_xid FROM pg_stat_activity WHERE pid = %s", (pid,))
+            found = row.fetchone()
+            if found is None or found[0] is None:
+                return
+            time.sleep(0.005)
+    raise AssertionError(f"session {pid} never ran the COMMIT it was sent: {found}")
 
 
 def _terminate(server: str, pid: int) -> None:

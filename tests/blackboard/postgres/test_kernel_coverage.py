@@ -30,6 +30,7 @@ CORE = [
     "src/blackboard/stores/_postgres.py",
     "src/blackboard/stores/_pg_schema.py",
     "src/blackboard/stores/_pg_listen.py",
+    "src/blackboard/stores/_pg_plain.py",
 ]
 ADMISSION_AND_PERMISSION = {
     "src/blackboard/_control.py": [

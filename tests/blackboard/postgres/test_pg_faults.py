@@ -95,9 +95,17 @@ def _cas(model: Model) -> Act:
     return lambda: model.control.set_premise("clerk", "p", "x", expected_version=version)
 
 
+def _plain(model: Model) -> Act:
+    # A writer no agent names, on a model that admits any: nothing guards the write, so
+    # the store keeps it in the one trip that holds the lock server-side (_pg_plain).
+    return lambda: model.control.write("anyone", "events", {"blob": "y" * 64})
+
+
 OPERATIONS: dict[str, Callable[[Model], Act]] = {
     "write": _write,
     "write-done": _write,  # the termination predicate closes the run after it
+    "plain": _plain,
+    "plain-done": _plain,
     "cas": _cas,
     "close": lambda model: lambda: model.control.abort("fault test"),
     "grant": lambda model: lambda: model.control.grant("clerk", "more"),
@@ -231,6 +239,28 @@ def test_lost_commit_answer_is_resolved_and_applied_once(rig: Rig, op: str) -> N
         rig.plan.disarm()
     assert rig.plan.fired == 1
     assert _succeeded(result)
+    assert _after_success(rig, model, reference, 1) == []
+
+
+@pytest.mark.parametrize("op", list(OPERATIONS))
+def test_lost_answers_of_a_committed_transaction_are_read_back(rig: Rig, op: str) -> None:
+    """No answer of the transaction arrives, not even the head a one-trip append found.
+
+    The store learns from the server that the transaction committed; what it kept is
+    then read back by the transaction's id, so the call returns the right sequence.
+    """
+    reference = _reference(rig, op)
+    model = _model(rig.store, f"{op}-lost-all-done" if "done" in op else f"{op}-lost-all")
+    act = OPERATIONS[op](model)
+    rig.plan.arm("lost-answers", 1, persistent=False)
+    try:
+        result = act()
+    finally:
+        rig.plan.disarm()
+    assert rig.plan.fired == 1
+    assert _succeeded(result)
+    if isinstance(result, Written):
+        assert result.sequence == model.reader.head() - ("done" in op)
     assert _after_success(rig, model, reference, 1) == []
 
 

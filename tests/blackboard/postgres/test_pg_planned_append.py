@@ -41,10 +41,18 @@ _before_lock: list[Callable[[], object]] = []
 
 
 class _GapConnection(psycopg.Connection[Any]):
-    """Runs the armed competitor just before this session locks a board."""
+    """Runs the armed competitor just before this session locks a board.
+
+    A batch that reads something locks it with ``SELECT ... FOR UPDATE``; one that reads
+    nothing with the head's update itself (``_pg_plain``).
+    """
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        if isinstance(query, str) and "FOR UPDATE" in query and "bb_boards" in query:
+        if (
+            isinstance(query, str)
+            and "bb_boards" in query
+            and ("FOR UPDATE" in query or query.startswith("UPDATE bb_boards SET head = head +"))
+        ):
             while _before_lock:
                 _before_lock.pop()()
         return super().execute(query, params, **kwargs)

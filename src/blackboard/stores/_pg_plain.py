@@ -1,0 +1,98 @@
+"""A batch that reads nothing, kept with the board's lock held for the server's work only.
+
+Most writes on a busy board are keyless level writes with nothing to guard them: no
+idempotency key, no unique key, no premise version, no grant. Such a batch is admitted
+exactly when the run is open, and the server can judge that itself. So instead of
+locking the board's row, reading the head back here and sending the rows after it (the
+lock held across a round trip, which on a loaded machine is mostly a wait for a CPU),
+the head's update takes the lock only if the run is open and the insert numbers the
+rows from the head it left; COMMIT travels with both. The lock is held for two
+statements and the commit's flush.
+
+The transaction id is read first, before the lock, so that a COMMIT whose answer is
+lost can still be resolved; the head the update found is then read back by that id.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+
+from blackboard.errors import StoreError
+
+Conn = psycopg.Connection[Any]
+
+_XID = "SELECT pg_current_xact_id()::text"
+
+# The lock is taken here, and only if the run is open: a closed (or missing) board
+# updates no row, the insert below then inserts none, and the batch is judged again
+# under the lock as always.
+_BUMP_OPEN_HEAD = (
+    "UPDATE bb_boards SET head = head + %s WHERE board_id = %s AND closed_seq IS NULL"
+    " RETURNING head"
+)
+# Same transaction, later statement: it sees the head the update left.
+_INSERT_FROM_HEAD = (
+    "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at)"
+    " SELECT b.board_id, b.head - %s + r.seq, r.kind, r.region, r.writer, r.payload,"
+    " r.version, %s FROM bb_boards b, unnest(%b::bigint[], %b::text[], %b::text[],"
+    " %b::text[], %b::text[], %b::bigint[]) AS r (seq, kind, region, writer, payload, version)"
+    " WHERE b.board_id = %s AND b.closed_seq IS NULL"
+)
+# After a lost COMMIT answer that the server says committed: which rows it kept. The
+# 32-bit xmin of a row is the low half of the 64-bit id that pg_current_xact_id() gave.
+_KEPT_BY = (
+    "SELECT min(seq), count(*) FROM bb_records WHERE board_id = %s"
+    " AND xmin::text::bigint = %s::bigint %% 4294967296"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What one attempt sent: its transaction id, the head's update, the rows' time."""
+
+    xid: str
+    bumped: psycopg.Cursor[Any]
+    at: datetime
+
+
+def send(conn: Conn, board: str, rows: list[tuple[Any, ...]]) -> Sent:
+    """Send the batch's statements inside an open pipelined transaction (not COMMIT).
+
+    ``rows`` are ``(seq, kind, region, writer, payload, version)`` numbered from 1. They
+    are stamped with the time they are sent, the moment closest to the lock this knows.
+    """
+    xid = str(conn.execute(_XID).fetchone()[0])  # type: ignore[index]
+    at = datetime.fromtimestamp(time.time(), UTC)
+    count = len(rows)
+    bumped = conn.execute(_BUMP_OPEN_HEAD, (count, board))
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    conn.execute(_INSERT_FROM_HEAD, (count, at, *columns, board))
+    return Sent(xid, bumped, at)
+
+
+def base_from_answer(sent: Sent, count: int) -> int | None:
+    """The head before the batch, from the update's answer; None: the run was closed.
+
+    Raises ``psycopg.Error`` when the answer was lost with the connection.
+    """
+    row = sent.bumped.fetchone()
+    return None if row is None else int(row[0]) - count
+
+
+def base_from_board(conn: Conn, board: str, sent: Sent, count: int) -> int | None:
+    """The head before a committed batch whose answer was lost, read back by its id."""
+    row = conn.execute(_KEPT_BY, (board, int(sent.xid))).fetchone()
+    first, kept = (None, 0) if row is None else (row[0], int(row[1]))
+    if kept == 0:
+        return None
+    if kept != count or first is None:
+        raise StoreError(
+            f"an append committed {kept} rows where its batch had {count}: the board's "
+            "records were changed outside this store; check the table bb_records"
+        )
+    return int(first) - 1
