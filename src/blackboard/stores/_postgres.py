@@ -470,7 +470,7 @@ class PostgresStore(Store):
             return {}, self.outcome(board_id)
         try:
             spec = self._read("read ahead of a batch", lambda c: _plan_reads(c, board_id, writes))
-        except StoreError:  # no such board, or the server away: as the two reads answer it
+        except _NoBoardError:  # as the two reads answer it; the append then raises
             return super().read_ahead(board_id, writes)
         found = {key: hit for key, hit in spec.found.items() if hit is not None}
         outcome = _OPEN if spec.closed_at() is None else self.outcome(board_id)
@@ -771,6 +771,10 @@ _FIND_GRANTS = "SELECT agent, region FROM bb_grants WHERE board_id = %s AND agen
 _Read = Callable[[], None]
 
 
+class _NoBoardError(StoreError):
+    """The board a transaction was opened on does not exist (a StoreError to callers)."""
+
+
 class _UnplannedReadError(Exception):
     """A transaction judging ahead (no lock) met a read it had not made: judge under the lock."""
 
@@ -909,7 +913,7 @@ class _PgTxn:
         reads = self._send_reads(writes, fence)
         row = locked.fetchone()
         if row is None:
-            raise StoreError(f"no board {board_id!r} in this store; open it first")
+            raise _NoBoardError(f"no board {board_id!r} in this store; open it first")
         self.start = self._head = int(row[0])
         self._closed = None if row[1] is None else int(row[1])
         self.xid = str(row[2])
