@@ -73,17 +73,12 @@ def board_rows(pg: PgRun, board: str) -> tuple[list[str], list[tuple[object, ...
     with pg.connect() as conn:
         if conn.execute("SELECT to_regclass('bb_records')").fetchone() == (None,):
             return problems, []  # killed before the schema was created
-        # One snapshot for both reads: a killed child's last transaction travelled with its
-        # COMMIT in one pipeline and may still be committing on the server; read apart,
-        # the records could be read before it and the head after it.
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         rows = conn.execute(
             "SELECT seq, kind, region, writer, payload, ikey FROM bb_records"
             " WHERE board_id = %s ORDER BY seq",
             (board,),
         ).fetchall()
         head = conn.execute("SELECT head FROM bb_boards WHERE board_id = %s", (board,)).fetchone()
-        conn.execute("COMMIT")
     if [row[0] for row in rows] != list(range(1, len(rows) + 1)):
         problems.append("sequence numbers are not 1..N")
     if head is not None and head[0] != len(rows):
