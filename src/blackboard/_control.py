@@ -389,7 +389,15 @@ class Control:
         writes = [self._pending(p, k) for p, k in zip(plain, keys, strict=True)]
         wanted = [k for k in keys if k is not None]
         found = self._store.find_keys(self.board_id, wanted) if wanted else _NO_KEYS
-        outcome = self._store.outcome(self.board_id)
+        store = self._store
+        # As for a single write: read ahead only where it settles something (see there).
+        ahead = (
+            store.reads_run_state_ahead
+            or self._rule is not None
+            or any(v is not None for v in verdicts)
+            or any(w.check_permission for w in writes)
+        )
+        outcome = store.outcome(self.board_id) if ahead else _OPEN_OUTCOME
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
         early = [
