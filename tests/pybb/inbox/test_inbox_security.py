@@ -376,6 +376,25 @@ def test_logins_beyond_the_rate_are_refused_with_429(model: Model, tokens: Token
 # -- what every response carries ----------------------------------------------------------------
 
 
+def test_a_message_page_offers_the_logout_only_to_the_person_it_knows(
+    client: AppClient, alice: str
+) -> None:
+    def shown(path: str) -> tuple[int, str, list[str]]:
+        response = client.get(path)
+        heading = re.search(r"<h1>(.*?)</h1>", response.text)
+        assert heading is not None, response.text
+        return response.status_code, heading.group(1), [f.action for f in forms(response.text)]
+
+    assert shown("/fragments/live") == (401, "Please log in", [])
+    login(client, alice)
+    assert shown("/asks/ask-9") == (404, "No such ask", ["/logout"])
+    assert shown("/?age=soon") == (422, "Not a filter", ["/logout"])
+    # Starlette's own errors (no such page, no such method) are pages for nobody, even
+    # to a person logged in.
+    assert shown("/nowhere") == (404, "Not here", [])
+    assert shown("/logout") == (405, "Not possible", [])
+
+
 def test_every_response_carries_the_security_headers(client: AppClient, alice: str) -> None:
     page = login(client, alice)
     form = answer_form(page, "ask-1", "accept")
