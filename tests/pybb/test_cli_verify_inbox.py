@@ -16,6 +16,7 @@ import json
 import re
 import shlex
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,22 @@ def test_malformed_inbox_options_are_refused_before_anything_is_created(
                env={"PYBB_WEBHOOK_SECRET": SECRET})  # fmt: skip
     refused(done, named, how)
     assert sorted(tmp_path.rglob("*")) == before  # no store, no report
+
+
+def test_a_busy_inbox_port_is_refused_before_a_quote_is_read(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'attest.db'}"
+    root = _evidence(tmp_path, store)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = str(taken.getsockname()[1])
+        done = run("attest", "verify", str(root), "--inbox", "--inbox-port", busy,
+                   "--store", store, cwd=tmp_path)  # fmt: skip
+    refused(done, f"--inbox-port {busy}: cannot listen", "give another --inbox-port")
+    # The quotes' nonces were not spent: the same evidence still verifies.
+    report = tmp_path / "after.json"
+    run("attest", "verify", str(root), "--store", store, "--report", str(report), cwd=tmp_path)
+    assert _outcomes(report)["second"]["outcome"] == "passed"
 
 
 def test_without_the_inbox_verify_is_as_it_was(tmp_path: Path) -> None:

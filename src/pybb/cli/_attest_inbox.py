@@ -117,7 +117,13 @@ def serve_inbox(args: argparse.Namespace, served: Served) -> int:
     console = Console(highlight=False, stderr=str(args.report) == "-")
     # Bound first: the links in notifications name the inbox's address (and its port,
     # which --inbox-port 0 picks here).
-    server = InboxServer(_HOST, args.inbox_port, quiet=True)
+    try:
+        server = InboxServer(_HOST, args.inbox_port, quiet=True)
+    except OSError as exc:
+        raise CommandError(
+            f"--inbox-port {args.inbox_port}: cannot listen on {_HOST}:{args.inbox_port} "
+            f"({exc.strerror or exc}); give another --inbox-port (0: any free port)"
+        ) from None
     try:
         plan = notify_plan(args, server.url.rstrip("/"))
         try:
