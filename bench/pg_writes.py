@@ -38,6 +38,7 @@ import platform
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -170,54 +171,24 @@ def _check_gap_free(url: str, total: int) -> None:
         raise SystemExit(f"the kernel's log is not exactly 1..{total}")
 
 
-def run(server: str, writes: int, procs: int, rounds: int) -> dict[str, Any]:
-    """One row of the table: median kernel and raw writes/s with ``procs`` processes."""
-    kernel, raw = [], []
-    for _ in range(rounds):
-        k, r = _round(server, writes, procs)
-        kernel.append(k)
-        raw.append(r)
-    row: dict[str, Any] = {
-        "processes": procs,
-        "writes": writes // procs * procs,
-        "kernel_per_s": statistics.median(kernel),
-        "raw_per_s": statistics.median(raw),
-        "kernel_rounds": kernel,
-        "raw_rounds": raw,
-    }
-    row["ratio"] = row["kernel_per_s"] / row["raw_per_s"]
-    return row
-
-
-def _round(server: str, writes: int, procs: int) -> tuple[float, float]:
-    ctx = mp.get_context("spawn")
-    per = writes // procs
-    schema = _fresh_schema(server)
-    url = f"{server}{'&' if '?' in server else '?'}schema={schema}"
-    try:
-        create_model([Level("events")], store=url, board_id=BOARD).close()
-        lead = 1.5 + 0.3 * procs  # spawned interpreters import and connect before the start
-        kernel = _timed(ctx, _kernel_writer, lambda p: (url, f"w{p}", per), procs, lead)
-        _check_gap_free(url, per * procs)
-        raw = _timed(ctx, _raw_writer, lambda p: (server, schema, f"w{p}", per), procs, lead)
-    finally:
-        _drop_schema(server, schema)
-    return per * procs / kernel, per * procs / raw
-
-
-def run_batched(
-    server: str, writes: int, procs: int, batch: int, keyed: bool, rounds: int
+def run(
+    server: str, writes: int, procs: int, rounds: int, batch: int | None = None, keyed: bool = False
 ) -> dict[str, Any]:
-    """One row of the batched table: median kernel and raw writes/s, ``batch`` per txn."""
+    """One row of a table: median kernel and raw writes/s with ``procs`` processes.
+
+    Without ``batch``, every write is a transaction of its own; with it, each process
+    commits ``batch`` writes a transaction (its row then says ``batch`` and ``keyed``:
+    whether every kernel write carried an idempotency key).
+    """
     kernel, raw = [], []
     for _ in range(rounds):
-        k, r = _batched_round(server, writes, procs, batch, keyed)
+        k, r = _round(server, writes, procs, batch, keyed)
         kernel.append(k)
         raw.append(r)
-    row: dict[str, Any] = {
-        "processes": procs,
-        "batch": batch,
-        "keyed": keyed,
+    row: dict[str, Any] = {"processes": procs}
+    if batch is not None:
+        row |= {"batch": batch, "keyed": keyed}
+    row |= {
         "writes": writes // procs * procs,
         "kernel_per_s": statistics.median(kernel),
         "raw_per_s": statistics.median(raw),
@@ -228,8 +199,8 @@ def run_batched(
     return row
 
 
-def _batched_round(
-    server: str, writes: int, procs: int, batch: int, keyed: bool
+def _round(
+    server: str, writes: int, procs: int, batch: int | None, keyed: bool
 ) -> tuple[float, float]:
     ctx = mp.get_context("spawn")
     per = writes // procs
@@ -237,13 +208,21 @@ def _batched_round(
     url = f"{server}{'&' if '?' in server else '?'}schema={schema}"
     try:
         create_model([Level("events")], store=url, board_id=BOARD).close()
-        lead = 1.5 + 0.5 * procs + per / 20_000  # import, connect and build the proposals
-        kernel = _timed(
-            ctx, _kernel_batcher, lambda p: (url, f"w{p}", per, batch, keyed), procs, lead
-        )
+        kernel_side: Callable[..., None]
+        raw_side: Callable[..., None]
+        if batch is None:
+            lead = 1.5 + 0.3 * procs  # spawned interpreters import and connect before the start
+            kernel_side, raw_side = _kernel_writer, _raw_writer
+            kernel_more: tuple[Any, ...] = ()
+            raw_more: tuple[Any, ...] = ()
+        else:
+            lead = 1.5 + 0.5 * procs + per / 20_000  # import, connect and build the proposals
+            kernel_side, raw_side = _kernel_batcher, _raw_batcher
+            kernel_more, raw_more = (batch, keyed), (batch,)
+        kernel = _timed(ctx, kernel_side, lambda p: (url, f"w{p}", per, *kernel_more), procs, lead)
         _check_gap_free(url, per * procs)
         raw = _timed(
-            ctx, _raw_batcher, lambda p: (server, schema, f"w{p}", per, batch), procs, lead
+            ctx, raw_side, lambda p: (server, schema, f"w{p}", per, *raw_more), procs, lead
         )
     finally:
         _drop_schema(server, schema)
@@ -302,9 +281,7 @@ def _batched(args: argparse.Namespace) -> list[dict[str, Any]]:
     print(f"{'batch':>9} {'kernel/s':>10} {'raw/s':>10} {'ratio':>7}")
     rows = []
     for batch in (int(b) for b in args.batch.split(",")):
-        row = run_batched(
-            args.url, args.batch_writes, args.batch_procs, batch, args.keyed, args.rounds
-        )
+        row = run(args.url, args.batch_writes, args.batch_procs, args.rounds, batch, args.keyed)
         rows.append(row)
         print(
             f"{batch:>9} {row['kernel_per_s']:>10.0f} {row['raw_per_s']:>10.0f}"

@@ -421,7 +421,21 @@ class Control:
         verdicts = [self._verdict_of(p) for p in proposals]
         plain = [p.proposed if isinstance(p, Judged) else p for p in proposals]
         writes = [self._pending(p, k) for p, k in zip(plain, keys, strict=True)]
-        found, outcome = self._store.read_ahead(self.board_id, writes)
+        store = self._store
+        # As for a single write: read ahead only where it settles something (see there).
+        ahead = (
+            store.reads_run_state_ahead
+            or self._rule is not None
+            or any(v is not None for v in verdicts)
+            or any(w.check_permission for w in writes)
+        )
+        found: Mapping[str, tuple[Record, str]]
+        if ahead:  # keys and run state in one call (on PostgreSQL also the append's plan)
+            found, outcome = store.read_ahead(self.board_id, writes)
+        else:
+            wanted = [k for k in keys if k is not None]
+            found = store.find_keys(self.board_id, wanted) if wanted else _NO_KEYS
+            outcome = _OPEN_OUTCOME
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
         early = [

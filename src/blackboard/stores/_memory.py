@@ -132,6 +132,10 @@ class _Txn:
 class MemoryStore(Store):
     """Boards held in this process's memory, safe to share between threads."""
 
+    # The transaction checks the run's state anyway, and no other process waits for a turn
+    # at this store's lock: a read ahead would only cost (0.25 µs of a 9 µs write).
+    reads_run_state_ahead = False
+
     def __init__(self) -> None:
         self._boards: dict[str, _Board] = {}
         # One lock; the condition on it wakes wait(). Most calls take the lock itself,

@@ -5,7 +5,7 @@
     pybb attest enroll DEVICE --ak AK.pem --class CLASS [--replace] [--store URL]
     pybb attest revoke DEVICE [--store URL]
     pybb attest challenge DEVICE [--store URL]       # a fresh nonce, hex, on stdout
-    pybb attest verify EVIDENCE_DIR [--store URL] [--report FILE]
+    pybb attest verify EVIDENCE_DIR [--store URL] [--report FILE] [--inbox ...]
 
 ``pybb attest FOLDER`` and ``pybb attest --demo N`` stay as they were: the ``attest``
 parser hands its arguments to these subcommands only when the first one is one of
@@ -36,6 +36,7 @@ from pybb.attestation import (
     load_attestation_key,
     load_evidence_dir,
 )
+from pybb.cli._attest_inbox_options import add_inbox_options, check_inbox_options
 from pybb.cli._attest_shared import print_report, registry_options, write_report
 from pybb.errors import PybbError
 
@@ -96,8 +97,11 @@ def add(commands: Any) -> None:
         description="EVIDENCE_DIR/<device>/ holds eventlog.bin, quote.msg, quote.sig and "
         "optionally quote.pcrs (tpm2_quote -m/-s/-o). Each quote's signature, nonce, "
         "pcrDigest and clock are verified, then the devices go through the decision tree. "
-        "Exit status: 0 every device passed or was repaired, 1 some were escalated, "
-        "2 the folder or the store cannot be used.",
+        "With --inbox, the escalations are asked in the inbox it serves until Ctrl-C, and "
+        "a device sent back to re-measure runs again when a quote over its printed "
+        "challenge lands in its folder. Exit status: 0 every device passed or was repaired, "
+        "1 some were escalated (at Ctrl-C, with --inbox), 2 the folder, an option or the "
+        "store cannot be used.",
     )
     verify.add_argument("evidence_dir", type=Path)
     verify.add_argument(
@@ -116,6 +120,12 @@ def add(commands: Any) -> None:
     )
     verify.add_argument("--examples", type=int, default=1, help="reports shown per reason")
     registry_options(verify)
+    add_inbox_options(
+        verify,
+        inbox_help="also serve the run's inbox on 127.0.0.1 and apply answers until Ctrl-C "
+        "(needs mrpybb[inbox]): a device a person sends back to re-measure is challenged "
+        "(the nonce is printed) and runs again when a quote over it lands in its folder",
+    )
     verify.set_defaults(handler=run_verify)
 
 
@@ -172,7 +182,12 @@ def run_challenge(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """``pybb attest verify``."""
+    """``pybb attest verify``; with ``--inbox``, supervised (``_attest_verify_inbox``)."""
+    check_inbox_options(args)
+    if args.inbox:
+        from pybb.cli._attest_verify_inbox import run_verify_inbox
+
+        return run_verify_inbox(args)
     console = Console(highlight=False, stderr=str(args.report) == "-")
     if args.max_log_size < 1:
         return _fail("verify", f"--max-log-size must be positive, got {args.max_log_size}")

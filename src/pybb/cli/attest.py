@@ -38,16 +38,8 @@ from pybb.attestation import (
     save_fleet,
 )
 from pybb.cli import _attest_policy, _attest_quarantine, _attest_verify
-from pybb.cli._args import (
-    assignment_file,
-    board_id,
-    check_reachable,
-    check_store,
-    count,
-    port,
-    positive,
-)
-from pybb.cli._attest_notify import add_notify_options, check_notify_options
+from pybb.cli._args import board_id, check_reachable, check_store, count, positive
+from pybb.cli._attest_inbox_options import add_inbox_options, check_inbox_options
 from pybb.cli._attest_report import report_data, write_outputs
 from pybb.cli._attest_shared import (
     DEFAULT_REPORT,
@@ -172,32 +164,12 @@ def register(subparsers: Any) -> None:
         help="only write the devices to the board for `pybb worker --app attest` processes "
         "(attests nothing) and print the commands to run next",
     )
-    parser.add_argument(
-        "--inbox",
-        action="store_true",
-        help="also serve the run's inbox on 127.0.0.1 and apply answers until Ctrl-C "
+    add_inbox_options(
+        parser,
+        inbox_help="also serve the run's inbox on 127.0.0.1 and apply answers until Ctrl-C "
         "(escalations go through the buddhi supervisor; needs mrpybb[inbox]); with "
         "--submit, only declare the human loop for the workers",
     )
-    parser.add_argument(
-        "--inbox-port", type=port, default=8765, help="the inbox's port (default 8765; 0: any)"
-    )
-    parser.add_argument(
-        "--inbox-human",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="print an inbox token for this person (repeatable; default: operator)",
-    )
-    parser.add_argument(
-        "--assignment",
-        type=assignment_file,
-        default=None,
-        metavar="FILE",
-        help="with --inbox: whom each ask is for (JSON, or TOML if it ends in .toml), as "
-        "for `pybb inbox --assignment`; each person sees their own asks first",
-    )
-    add_notify_options(parser)
     parser.set_defaults(handler=run_attest)
     _subcommands(parser)
 
@@ -234,7 +206,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> None:
         "  pybb attest enroll DEVICE --ak AK.pem --class CLASS [--replace]\n"
         "  pybb attest revoke DEVICE\n"
         "  pybb attest challenge DEVICE        (prints a fresh nonce, hex)\n"
-        "  pybb attest verify EVIDENCE_DIR [--report FILE]\n"
+        "  pybb attest verify EVIDENCE_DIR [--report FILE] [--inbox ...]\n"
         "Classes and logs:\n"
         "  pybb attest policy CLASS --golden GOLDEN.bin [--require-secure-boot] [--store URL]\n"
         "  pybb attest show LOG                (the event log as a table)\n"
@@ -249,7 +221,7 @@ def run_attest(args: argparse.Namespace) -> int:
 
     Failures are not caught here: ``pybb.cli.main`` turns them into one line and exit 2.
     """
-    check_notify_options(args)
+    check_inbox_options(args)
     check_store(args.store)
     check_reachable(args.store)
     # Imported when asked for: the plain run loads neither the inbox nor buddhi.
@@ -257,8 +229,6 @@ def run_attest(args: argparse.Namespace) -> int:
         from pybb.cli._attest_submit import run_submit
 
         return run_submit(args)
-    if getattr(args, "assignment", None) is not None and not getattr(args, "inbox", False):
-        raise CommandError("--assignment routes the asks of the inbox; add --inbox")
     if getattr(args, "inbox", False):
         from pybb.cli._attest_inbox import run_attest_inbox
 

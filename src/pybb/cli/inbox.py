@@ -115,10 +115,15 @@ def run_inbox(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         return 2
     settings = InboxSettings(allowed_hosts=(*LOOPBACK_HOSTS, args.host, *args.allow_host))
     app = create_app(model, tokens, settings=settings, assignment=getattr(args, "assignment", None))
-    try:  # Ctrl-C is how an inbox stops, also before the server has installed its handler
-        print(f"pybb inbox for run {model.board_id!r}: {server.url}", file=out, flush=True)
-        server.run(app)
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled; we are done
+    try:  # Ctrl-C (or SIGTERM) is how an inbox stops: run returns once it has
+        server.run(
+            app,
+            ready=lambda: print(
+                f"pybb inbox for run {model.board_id!r}: {server.url}", file=out, flush=True
+            ),
+        )
+        print("pybb inbox: stopped", file=out)
+    except KeyboardInterrupt:  # a Ctrl-C before the server's handlers, while it was built
         print("pybb inbox: stopped", file=out)
     finally:
         model.close()

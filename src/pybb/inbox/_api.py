@@ -312,15 +312,10 @@ def _query(request: Request, *allowed: str) -> dict[str, str] | Response:
 
 
 async def _answer_body(request: Request) -> tuple[str, str, str | None] | Response:
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/json":
-        return _error(415, "unsupported_media_type", "Send the answer as application/json.")
-    try:
-        body: Any = json.loads(await request.body())
-    except (ValueError, RecursionError):
-        return _error(400, "bad_json", "The body is not JSON.")
-    if not isinstance(body, dict) or not set(body) <= {"option", "note", "confirm"}:
-        return _error(422, "invalid", 'Send {"option": "<option id>", "note": "<text>"}.')
+    shape = 'Send {"option": "<option id>", "note": "<text>"}.'
+    body = await _json_body(request, ("option", "note", "confirm"), shape)
+    if isinstance(body, Response):
+        return body
     option, note, confirm = body.get("option"), body.get("note", ""), body.get("confirm")
     if not isinstance(option, str) or not isinstance(note, str):
         return _error(422, "invalid", "option and note must be strings.")

@@ -157,15 +157,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         code = "not_found" if exc.status_code == 404 else "http_error"
         body = {"error": code, "message": str(exc.detail)}
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
-    page = inbox_of(request).render(
-        "message.html",
-        exc.status_code,
-        human=None,
-        csrf=None,
-        heading="Not here" if exc.status_code == 404 else "Not possible",
-        text=str(exc.detail),
-        code=exc.status_code,
-    )
+    heading = "Not here" if exc.status_code == 404 else "Not possible"
+    page = inbox_of(request).message(exc.status_code, heading, str(exc.detail))
     page.headers.update(headers)
     return page
 

@@ -80,6 +80,24 @@ class Inbox:
         )
         return HTMLResponse(page, status_code=status)
 
+    def message(
+        self, status: int, heading: str, text: str, session: Session | None = None
+    ) -> HTMLResponse:
+        """A page that says one thing (an error, a refusal), with ``status`` as its code.
+
+        With ``session`` the page shows who is logged in and carries their CSRF token
+        (for the logout button); without one it is a page for nobody in particular.
+        """
+        return self.render(
+            "message.html",
+            status,
+            human=None if session is None else session.human,
+            csrf=None if session is None else session.csrf,
+            heading=heading,
+            text=text,
+            code=status,
+        )
+
 
 def _within_link(ask_id: str, path: str) -> bool:
     """Whether ``path`` is one a sign-in from a link to ``ask_id`` may use."""

@@ -76,7 +76,7 @@ async def index(request: Request) -> Response:
         return RedirectResponse("/login", status_code=303)
     query = _list_query(request)
     if isinstance(query, str):
-        return _message(inbox, 422, "Not a filter", query, session)
+        return inbox.message(422, "Not a filter", query, session)
     context = await run_in_threadpool(_live_context, inbox, session, *query)
     return inbox.render("inbox.html", human=session.human, csrf=session.csrf, **context)
 
@@ -86,10 +86,10 @@ async def live(request: Request) -> Response:
     inbox = inbox_of(request)
     session = inbox.session(request)
     if session is None:
-        return _message(inbox, 401, "Please log in", "Your login has ended; log in again.")
+        return inbox.message(401, "Please log in", "Your login has ended; log in again.")
     query = _list_query(request)
     if isinstance(query, str):
-        return _message(inbox, 422, "Not a filter", query, session)
+        return inbox.message(422, "Not a filter", query, session)
     context = await run_in_threadpool(_live_context, inbox, session, *query)
     return inbox.render("_live.html", human=session.human, csrf=session.csrf, **context)
 
@@ -105,7 +105,7 @@ async def ask_page(request: Request) -> Response:
     if is_valid_id(ask_id):
         state = await run_in_threadpool(visible_state, inbox.model, session.human, ask_id)
     if state is None:
-        return _message(inbox, 404, "No such ask", "There is no such ask for you.", session)
+        return inbox.message(404, "No such ask", "There is no such ask for you.", session)
     routed = await run_in_threadpool(
         routing, inbox.model, session.human, inbox.assignment, [state.ask]
     )
@@ -157,7 +157,7 @@ async def logout(request: Request) -> Response:
     inbox = inbox_of(request)
     session = inbox.session(request)
     if session is None:
-        return _message(inbox, 401, "Not logged in", "There is no login to end.")
+        return inbox.message(401, "Not logged in", "There is no login to end.")
     form = await request.form()
     if not inbox.sessions.csrf_ok(session, form.get("csrf")):
         return _forged(inbox, session)
@@ -178,7 +178,7 @@ async def answer_form(request: Request) -> Response:
         return _forged(inbox, session)
     option, note = form.get("option"), form.get("note", "")
     if not isinstance(option, str) or not isinstance(note, str):
-        return _message(inbox, 422, "Not an answer", "Choose one of the options.", session)
+        return inbox.message(422, "Not an answer", "Choose one of the options.", session)
     if option == ACCEPT_DIGEST and not inbox.sessions.nonce_ok(
         session, f"confirm:{ask_id}", form.get("confirm")
     ):
@@ -192,7 +192,7 @@ async def answer_form(request: Request) -> Response:
         Outcome.INVALID: "Not an answer",
         Outcome.FORBIDDEN: "Not allowed",
     }
-    return _message(inbox, done.outcome.value, titles[done.outcome], done.message, session)
+    return inbox.message(done.outcome.value, titles[done.outcome], done.message, session)
 
 
 async def events(request: Request) -> Response:
@@ -200,7 +200,7 @@ async def events(request: Request) -> Response:
     inbox = inbox_of(request)
     session = inbox.session(request)
     if session is None:
-        return _message(inbox, 401, "Please log in", "Your login has ended; log in again.")
+        return inbox.message(401, "Please log in", "Your login has ended; log in again.")
     since = _since(request)
     settings = inbox.settings
     stream = event_stream(
@@ -221,7 +221,7 @@ async def group_answer(request: Request) -> Response:
     inbox, session, form = posted
     raw, option, note = form.get("asks"), form.get("option"), form.get("note", "")
     if not isinstance(raw, str) or not isinstance(option, str) or not isinstance(note, str):
-        return _message(inbox, 422, "Not an answer", "Choose one of the options.", session)
+        return inbox.message(422, "Not an answer", "Choose one of the options.", session)
     ask_ids = [a for a in raw.split(",") if a]
     if not ask_ids or not all(is_valid_id(a) for a in ask_ids):
         return _forged(inbox, session)
@@ -251,7 +251,7 @@ async def _preview(
     """The devices an accepted digest would repair, and a form that confirms it."""
     repaired = await run_in_threadpool(repairs, inbox.model, session.human, ask_ids)
     if repaired is None:
-        return _message(inbox, 404, "No such ask", "There is no such ask for you.", session)
+        return inbox.message(404, "No such ask", "There is no such ask for you.", session)
     ask = await run_in_threadpool(visible_state, inbox.model, session.human, ask_ids[0])
     assert ask is not None
     single = len(ask_ids) == 1
@@ -273,7 +273,7 @@ async def decided(request: Request) -> Response:
         return RedirectResponse("/login", status_code=303)
     number = page_number(request.query_params.get("page"))
     if number is None:
-        return _message(inbox, 422, "Not a page", "page must be a positive number.", session)
+        return inbox.message(422, "Not a page", "page must be a positive number.", session)
     states = await run_in_threadpool(visible_states, inbox.model, session.human)
     reassigned = await run_in_threadpool(reassign_rows, inbox.model, states)
     page = page_of(decided_rows(states, reassigned), number)
@@ -288,7 +288,7 @@ async def not_asked(request: Request) -> Response:
         return RedirectResponse("/login", status_code=303)
     number = page_number(request.query_params.get("page"))
     if number is None:
-        return _message(inbox, 422, "Not a page", "page must be a positive number.", session)
+        return inbox.message(422, "Not a page", "page must be a positive number.", session)
     rows = await run_in_threadpool(not_asked_rows, inbox.model)
     page = page_of(rows, number)
     nonces = {
@@ -314,9 +314,9 @@ async def pull(request: Request) -> Response:
     if not inbox.sessions.nonce_ok(session, f"pull:{escalation}", form.get("nonce")):
         return _forged(inbox, session)
     if not isinstance(note, str) or len(note) > 2_000:
-        return _message(inbox, 422, "Not a note", "The note must be text (at most 2,000).", session)
+        return inbox.message(422, "Not a note", "The note must be text (at most 2,000).", session)
     heading, text, status = await run_in_threadpool(_pull, inbox, session.human, escalation, note)
-    return _message(inbox, status, heading, text, session)
+    return inbox.message(status, heading, text, session)
 
 
 def _pull(inbox: Inbox, human: str, escalation: str, note: str) -> tuple[str, str, int]:
@@ -430,7 +430,7 @@ async def reassign_form(request: Request) -> Response:
         return _forged(inbox, session)
     to, note = form.get("to", ""), form.get("note", "")
     if not isinstance(to, str) or not isinstance(note, str):
-        return _message(inbox, 422, "Not a reassignment", "Name a person or a team.", session)
+        return inbox.message(422, "Not a reassignment", "Name a person or a team.", session)
     done = await run_in_threadpool(
         submit_reassign, inbox.model, session.human, ask_id, to, note, inbox.assignment
     )
@@ -443,7 +443,7 @@ async def reassign_form(request: Request) -> Response:
         Outcome.FORBIDDEN: "Not allowed",
     }
     title = "Not reassigned" if done.code == "unchanged" else titles[done.outcome]
-    return _message(inbox, done.outcome.value, title, done.message, session)
+    return inbox.message(done.outcome.value, title, done.message, session)
 
 
 async def _posted(request: Request, login_text: str) -> tuple[Inbox, Session, FormData] | Response:
@@ -455,7 +455,7 @@ async def _posted(request: Request, login_text: str) -> tuple[Inbox, Session, Fo
     inbox = inbox_of(request)
     session = inbox.session(request)
     if session is None:
-        return _message(inbox, 401, "Please log in", login_text)
+        return inbox.message(401, "Please log in", login_text)
     wait = inbox.answer_limiter.take(session.human)
     if wait:
         return _limited(inbox, wait, session)
@@ -465,30 +465,16 @@ async def _posted(request: Request, login_text: str) -> tuple[Inbox, Session, Fo
     return inbox, session, form
 
 
-def _message(
-    inbox: Inbox, status: int, heading: str, text: str, session: Session | None = None
-) -> Response:
-    return inbox.render(
-        "message.html",
-        status,
-        human=None if session is None else session.human,
-        csrf=None if session is None else session.csrf,
-        heading=heading,
-        text=text,
-        code=status,
-    )
-
-
 def _forged(inbox: Inbox, session: Session) -> Response:
     text = (
         "This form did not come from your inbox page, or it has expired. "
         "Go back to the inbox, reload it, and try again."
     )
-    return _message(inbox, 403, "Form refused", text, session)
+    return inbox.message(403, "Form refused", text, session)
 
 
 def _limited(inbox: Inbox, wait: float, session: Session | None = None) -> Response:
     text = f"Too many requests; try again in {max(1, round(wait))} seconds."
-    response = _message(inbox, 429, "Slow down", text, session)
+    response = inbox.message(429, "Slow down", text, session)
     response.headers["Retry-After"] = str(max(1, round(wait)))
     return response

@@ -84,12 +84,12 @@ async def follow_link(request: Request) -> Response:
     client = request.client.host if request.client else "unknown"
     wait = inbox.login_limiter.take(f"ip:{client}")
     if wait:
-        response = _page(inbox, 429, "Slow down", f"Try again in {max(1, round(wait))} seconds.")
-        response.headers["Retry-After"] = str(max(1, round(wait)))
-        return response
+        slow = inbox.message(429, "Slow down", f"Try again in {max(1, round(wait))} seconds.")
+        slow.headers["Retry-After"] = str(max(1, round(wait)))
+        return slow
     secret = inbox.settings.link_secret
     if secret is None:
-        return _page(inbox, 404, "No such page", "This inbox does not accept links.")
+        return inbox.message(404, "No such page", "This inbox does not accept links.")
     token = request.path_params["token"]
     try:
         link = verify_link(token, secret, now=inbox.tokens.now())
@@ -102,7 +102,7 @@ async def follow_link(request: Request) -> Response:
             "This form did not come from the link's page in this browser, or it has expired. "
             "Open the link from your notification again and press the button there."
         )
-        return _page(inbox, 403, "Form refused", text)
+        return inbox.message(403, "Form refused", text)
     model = inbox.model
     try:
         await run_in_threadpool(
@@ -113,7 +113,7 @@ async def follow_link(request: Request) -> Response:
             return await _used(inbox, link)
         return _refused(inbox, exc)
     except BlackboardError:
-        return _page(inbox, 404, "No such page", "This board does not record link uses.")
+        return inbox.message(404, "No such page", "This board does not record link uses.")
     response = RedirectResponse(f"/asks/{link.ask_id}", status_code=303)
     response.delete_cookie(LINK_COOKIE, path="/link", httponly=True, samesite="strict")
     signed_in = inbox.session(request)
@@ -137,7 +137,7 @@ async def _checked(inbox: Inbox, request: Request) -> tuple[Link, AskState] | Re
     """The link and its ask, or the page that says why it cannot be followed."""
     secret = inbox.settings.link_secret
     if secret is None:
-        return _page(inbox, 404, "No such page", "This inbox does not accept links.")
+        return inbox.message(404, "No such page", "This inbox does not accept links.")
     try:
         link = verify_link(request.path_params["token"], secret, now=inbox.tokens.now())
     except LinkError as exc:
@@ -145,13 +145,13 @@ async def _checked(inbox: Inbox, request: Request) -> tuple[Link, AskState] | Re
     try:
         used = await run_in_threadpool(link_use, inbox.model.reader, link)
     except BlackboardError:
-        return _page(inbox, 404, "No such page", "This board does not record link uses.")
+        return inbox.message(404, "No such page", "This board does not record link uses.")
     if used is not None:
         return await _used(inbox, link, used.get("at"))
     state = await run_in_threadpool(visible_state, inbox.model, link.person, link.ask_id)
     if state is None:
         text = f"The ask this link opens is not on this board any more; {_LOG_IN} to see yours."
-        return _page(inbox, 404, "No such ask", text)
+        return inbox.message(404, "No such ask", text)
     return link, state
 
 
@@ -165,7 +165,7 @@ async def _used(inbox: Inbox, link: Link, at: object = None) -> Response:
         "link cannot be used again. If it was you, the browser you used then is still "
         f"signed in to the ask; otherwise {_LOG_IN}."
     )
-    return _page(inbox, 410, "Link already used", text)
+    return inbox.message(410, "Link already used", text)
 
 
 def _refused(inbox: Inbox, exc: LinkError) -> Response:
@@ -175,13 +175,13 @@ def _refused(inbox: Inbox, exc: LinkError) -> Response:
             f"{exc}. A link works until its ask's deadline. If the ask is still open, "
             f"{_LOG_IN}; a reminder, if one is due, brings a fresh link."
         )
-        return _page(inbox, 410, "Link expired", text)
+        return inbox.message(410, "Link expired", text)
     text = (
         f"{exc}: it was not signed by this inbox, or it was cut off or changed on the way "
         "(some mail programs break long links). Copy the whole link from the notification "
         f"into the address bar, or {_LOG_IN}."
     )
-    return _page(inbox, 403, "Not a valid link", text)
+    return inbox.message(403, "Not a valid link", text)
 
 
 def _readable(at: str) -> str:
@@ -189,9 +189,3 @@ def _readable(at: str) -> str:
         return when(datetime.fromisoformat(at))
     except ValueError:
         return at
-
-
-def _page(inbox: Inbox, status: int, heading: str, text: str) -> Response:
-    return inbox.render(
-        "message.html", status, human=None, csrf=None, heading=heading, text=text, code=status
-    )

@@ -8,6 +8,7 @@ before the application is built.
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -49,14 +50,30 @@ class InboxServer:
         shown = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{shown}:{self.port}/"
 
-    def run(self, app: Any) -> None:
-        """Serve ``app`` in this thread until Ctrl-C or SIGTERM; close the socket after.
+    def run(self, app: Any, ready: Callable[[], object] | None = None) -> None:
+        """Serve ``app`` in this thread until Ctrl-C or SIGTERM; return; close the socket after.
 
-        uvicorn re-raises the Ctrl-C it handled as :class:`KeyboardInterrupt`.
+        ``ready`` is called once Ctrl-C already stops the server (to print its URL, say).
+        From then on SIGINT and SIGTERM only ask the server to stop; without that, a Ctrl-C
+        that came before uvicorn had installed its own handlers (or one it re-raised after
+        removing them) raised KeyboardInterrupt wherever the main thread was, once inside
+        a lock's release: "cannot release un-acquired lock", reported as a bug.
         """
+        server = self._server(app)
+
+        def stop(_signal: int, _frame: object) -> None:
+            server.should_exit = True
+
+        on_main = threading.current_thread() is threading.main_thread()
+        handled = (signal.SIGINT, signal.SIGTERM) if on_main else ()
+        previous = {sig: signal.signal(sig, stop) for sig in handled}
         try:
-            self._server(app).run(sockets=[self._socket])
+            if ready is not None:
+                ready()
+            server.run(sockets=[self._socket])
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self.close()
 
     @contextmanager

@@ -53,7 +53,9 @@ class PgSpace:
 
     def rows(self, board: str) -> tuple[list[LogRow], int]:
         """Every record of the board in sequence order, and the stored head counter."""
-        with self.connect() as conn:
+        with self.connect() as conn, conn.transaction():
+            # One snapshot for records and head (a killed writer's COMMIT may still land).
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             rows = [
                 LogRow(int(seq), kind, writer, json.loads(payload))
                 for seq, kind, writer, payload in conn.execute(

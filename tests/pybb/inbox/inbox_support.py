@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
@@ -79,6 +79,41 @@ def hostile_ask(n: int, *, to: tuple[str, ...] = ()) -> Ask:
         report_data={"pcr": 4, "html": evil, other: [evil, {"k": other}]},
         to=to,
     )
+
+
+def tampered_ask(
+    n: int, digest: str = "aa" * 32, *, cls: str = "rhel9-shim", age: timedelta = timedelta(0)
+) -> Ask:
+    """An attestation-like ask: a tampered component with ``digest`` in PCR 4, ``age`` old.
+
+    Its ``accept`` option is ``accept-digest``, the one that changes fleet policy (and so
+    gets a preview and a confirmation).
+    """
+    base = hostile_ask(n)
+    finding = {"pcr": 4, "found": digest, "reason": "tampered_component", "event_type": "E",
+               "label": "shim"}  # fmt: skip
+    candidate = {"class": cls, "pcr": 4, "digest": digest, "event_type": "E", "label": "shim"}
+    tier = {"reason": "tampered_component", "class": cls, "findings": [finding],
+            "allowlist_candidates": [candidate]}  # fmt: skip
+    options = tuple(replace(o, id="accept-digest") if o.id == "accept" else o for o in base.options)
+    return replace(
+        base, ask_id=f"t-{n}", entry=f"dev-{n}", subject=f"dev-{n} {HOSTILE[n % len(HOSTILE)]}",
+        options=options, report_data={"tier_report": tier},
+        created_at=datetime.now(UTC) - age,
+    )  # fmt: skip
+
+
+def tampered_fleet(path: Path, *, age: timedelta = timedelta(0)) -> Model:
+    """A board of four tampered asks, ``t-0`` to ``t-3``.
+
+    The first three share one root cause (digest ``aa…`` on ``rhel9-shim``, each ``age``
+    old); ``t-3`` is another (digest ``bb…`` on ``arch-linux``, new).
+    """
+    model = new_board(path)
+    for n in range(3):
+        post_ask(model.control, tampered_ask(n, age=age))
+    post_ask(model.control, tampered_ask(3, "bb" * 32, cls="arch-linux"))
+    return model
 
 
 REALISTIC = [

@@ -4,46 +4,22 @@ applied once, and a token for a preview that has changed since is refused."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
 import pytest
-from inbox_support import HOSTILE, AppClient, app_for, hostile_ask, new_board
+from inbox_support import AppClient, app_for, tampered_fleet
 
 from blackboard import Model
-from pybb.human import ANSWERS, Ask, answer, post_ask
+from pybb.human import ANSWERS, answer
 from pybb.inbox import TokenTable
-
-DIGEST = "aa" * 32
-
-
-def tampered(n: int, digest: str = DIGEST, *, cls: str = "rhel9-shim") -> Ask:
-    """An attestation-like ask: a tampered component with ``digest`` in PCR 4."""
-    base = hostile_ask(n)
-    finding = {"pcr": 4, "found": digest, "reason": "tampered_component", "event_type": "E",
-               "label": "shim"}  # fmt: skip
-    candidate = {"class": cls, "pcr": 4, "digest": digest, "event_type": "E", "label": "shim"}
-    tier = {"reason": "tampered_component", "class": cls, "findings": [finding],
-            "allowlist_candidates": [candidate]}  # fmt: skip
-    options = tuple(
-        dataclasses.replace(o, id="accept-digest") if o.id == "accept" else o for o in base.options
-    )
-    return dataclasses.replace(
-        base, ask_id=f"t-{n}", entry=f"dev-{n}", subject=f"dev-{n} {HOSTILE[n % len(HOSTILE)]}",
-        options=options, report_data={"tier_report": tier}, created_at=datetime.now(UTC),
-    )  # fmt: skip
 
 
 @pytest.fixture
 def board(tmp_path: Path) -> Iterator[Model]:
-    model = new_board(tmp_path / "api.db")
-    for n in range(3):
-        post_ask(model.control, tampered(n))
-    post_ask(model.control, tampered(3, "bb" * 32, cls="arch-linux"))
+    model = tampered_fleet(tmp_path / "api.db")
     yield model
     model.close()
 

@@ -325,16 +325,20 @@ def test_a_body_over_the_cap_is_refused(client: AppClient, alice: str, model: Mo
 
 def test_bad_bodies_get_typed_errors(client: AppClient, alice: str, model: Model) -> None:
     url, auth = "/api/asks/ask-1/answer", _bearer(alice)
-    assert client.post(url, content=b"option=accept", headers=auth).status_code == 415
+    as_form = client.post(url, content=b"option=accept", headers=auth)
+    assert (as_form.status_code, as_form.json()) == (
+        415,
+        {"error": "unsupported_media_type", "message": "Send the body as application/json."},
+    )
     bad_json = {**auth, "content-type": "application/json"}
-    assert client.post(url, content=b"{", headers=bad_json).status_code == 400
+    not_json = client.post(url, content=b"{", headers=bad_json)
+    assert (not_json.status_code, not_json.json()["message"]) == (400, "The body is not JSON.")
+    extra = client.post(url, json={"option": "accept", "by": "human:bob"}, headers=auth)
+    shape = 'Send {"option": "<option id>", "note": "<text>"}.'
+    assert (extra.status_code, extra.json()["message"]) == (422, shape)
     assert client.post(url, content=b"[" * 50_000, headers=bad_json).status_code == 400
     assert client.post(url, json={"option": "delete"}, headers=auth).status_code == 422
     assert client.post(url, json={"option": 3}, headers=auth).status_code == 422
-    assert (
-        client.post(url, json={"option": "accept", "by": "human:bob"}, headers=auth).status_code
-        == 422
-    )
     assert _answers(model) == 0
 
 
@@ -370,6 +374,25 @@ def test_logins_beyond_the_rate_are_refused_with_429(model: Model, tokens: Token
 
 
 # -- what every response carries ----------------------------------------------------------------
+
+
+def test_a_message_page_offers_the_logout_only_to_the_person_it_knows(
+    client: AppClient, alice: str
+) -> None:
+    def shown(path: str) -> tuple[int, str, list[str]]:
+        response = client.get(path)
+        heading = re.search(r"<h1>(.*?)</h1>", response.text)
+        assert heading is not None, response.text
+        return response.status_code, heading.group(1), [f.action for f in forms(response.text)]
+
+    assert shown("/fragments/live") == (401, "Please log in", [])
+    login(client, alice)
+    assert shown("/asks/ask-9") == (404, "No such ask", ["/logout"])
+    assert shown("/?age=soon") == (422, "Not a filter", ["/logout"])
+    # Starlette's own errors (no such page, no such method) are pages for nobody, even
+    # to a person logged in.
+    assert shown("/nowhere") == (404, "Not here", [])
+    assert shown("/logout") == (405, "Not possible", [])
 
 
 def test_every_response_carries_the_security_headers(client: AppClient, alice: str) -> None:

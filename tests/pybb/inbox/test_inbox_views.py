@@ -4,44 +4,22 @@ not-asked views, the accept-digest preview and its confirmation, and their guard
 
 from __future__ import annotations
 
-import dataclasses
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from inbox_fixtures import *  # noqa: F403
-from inbox_support import HOSTILE, AppClient, app_for, forms, hostile_ask, login, new_board
+from inbox_support import HOSTILE, AppClient, app_for, forms, login, tampered_fleet
 
 from blackboard import Model, RecordKind
-from pybb.human import ANSWERS, Ask, answer, close_ask, post_ask
+from pybb.human import ANSWERS, answer, close_ask
 from pybb.inbox import TokenTable
-
-
-def tampered(n: int, digest: str, *, cls: str = "rhel9-shim", age: int = 0) -> Ask:
-    """An attestation-like ask: a tampered component with ``digest`` in PCR 4."""
-    base = hostile_ask(n)
-    finding = {"pcr": 4, "found": digest, "reason": "tampered_component", "event_type": "E",
-               "label": "shim"}  # fmt: skip
-    candidate = {"class": cls, "pcr": 4, "digest": digest, "event_type": "E", "label": "shim"}
-    tier = {"reason": "tampered_component", "class": cls, "findings": [finding],
-            "allowlist_candidates": [candidate]}  # fmt: skip
-    options = tuple(
-        dataclasses.replace(o, id="accept-digest") if o.id == "accept" else o for o in base.options
-    )
-    return dataclasses.replace(
-        base, ask_id=f"t-{n}", entry=f"dev-{n}", subject=f"dev-{n} {HOSTILE[n % len(HOSTILE)]}",
-        options=options, report_data={"tier_report": tier},
-        created_at=datetime.now(UTC) - timedelta(hours=age),
-    )  # fmt: skip
 
 
 @pytest.fixture
 def fleet_model(tmp_path: Path) -> Any:
-    board = new_board(tmp_path / "fleet.db")
-    for n in range(3):
-        post_ask(board.control, tampered(n, "aa" * 32, age=3))  # one root cause
-    post_ask(board.control, tampered(3, "bb" * 32, cls="arch-linux"))
+    board = tampered_fleet(tmp_path / "fleet.db", age=timedelta(hours=3))  # t-0..2: one cause
     yield board
     board.close()
 

@@ -70,7 +70,10 @@ def acks_and_done(out: bytes) -> tuple[list[int], str | None]:
 def board_rows(pg: PgRun, board: str) -> tuple[list[str], list[tuple[object, ...]]]:
     """The records, read with plain psycopg, and what is wrong with the board's bookkeeping."""
     problems: list[str] = []
-    with pg.connect() as conn:
+    with pg.connect() as conn, conn.transaction():
+        # One snapshot for records and head: the killed child's last COMMIT, if it was
+        # already on the wire, may land while this reads (the server finishes it alone).
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         if conn.execute("SELECT to_regclass('bb_records')").fetchone() == (None,):
             return problems, []  # killed before the schema was created
         rows = conn.execute(

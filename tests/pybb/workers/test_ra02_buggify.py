@@ -130,12 +130,16 @@ def seeded_run(
 
 
 def _rows(conn: Any, board: str) -> tuple[list[tuple[Any, ...]], int | None]:
-    rows = conn.execute(
-        "SELECT seq, region, writer, payload, ikey FROM bb_records WHERE board_id = %s"
-        " ORDER BY seq",
-        (board,),
-    ).fetchall()
-    head = conn.execute("SELECT head FROM bb_boards WHERE board_id = %s", (board,)).fetchone()
+    # One snapshot for records and head: a killed incarnation's last COMMIT, if it was
+    # already on the wire, may land while this reads (the server finishes it alone).
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        rows = conn.execute(
+            "SELECT seq, region, writer, payload, ikey FROM bb_records WHERE board_id = %s"
+            " ORDER BY seq",
+            (board,),
+        ).fetchall()
+        head = conn.execute("SELECT head FROM bb_boards WHERE board_id = %s", (board,)).fetchone()
     return [(s, r, w, json.loads(p), k) for s, r, w, p, k in rows], None if head is None else head[
         0
     ]
