@@ -429,13 +429,13 @@ class Control:
             or any(v is not None for v in verdicts)
             or any(w.check_permission for w in writes)
         )
-        found: Mapping[str, tuple[Record, str]]
-        if ahead:  # keys and run state in one call (on PostgreSQL also the append's plan)
+        # Keys and run state in one call (on PostgreSQL also the append's plan). A keyed
+        # batch reads its keys either way; the run state it then reads too is one more
+        # early answer (a closed run), the same one the transaction would give.
+        found: Mapping[str, tuple[Record, str]] = _NO_KEYS
+        outcome = _OPEN_OUTCOME
+        if ahead or any(k is not None for k in keys):
             found, outcome = store.read_ahead(self.board_id, writes)
-        else:
-            wanted = [k for k in keys if k is not None]
-            found = store.find_keys(self.board_id, wanted) if wanted else _NO_KEYS
-            outcome = _OPEN_OUTCOME
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
         early = [
