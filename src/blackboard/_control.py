@@ -375,6 +375,40 @@ class Control:
         wanted = key_list(keys)
         return self._store.release(self.board_id, holder, wanted) if wanted else 0
 
+    def release_and_claim(
+        self,
+        holder: str,
+        released: Sequence[str],
+        keys: Sequence[str],
+        *,
+        lease: timedelta,
+        limit: int | None = None,
+    ) -> tuple[int, list[Claim]]:
+        """:meth:`release` ``released``, then :meth:`claim` ``keys``: one trip where the store can.
+
+        A worker gives back the entries that settled and takes new ones in one
+        transaction on PostgreSQL; elsewhere it is the two calls in turn.
+
+        Returns:
+            How many of ``released`` ``holder`` held, and the claims taken (in the
+            order of ``keys``).
+
+        Raises:
+            ContentError: A holder, key, lease or limit that cannot be used.
+            StoreError: The store failed.
+        """
+        check_holder(holder)
+        freed = key_list(released)
+        wanted = key_list(keys)
+        lease = check_lease(lease)
+        if limit is None:
+            limit = len(wanted)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ContentError("limit", f"{limit!r} must be a whole number of keys, 0 or more")
+        if not wanted or limit == 0:
+            return self.release(holder, freed), []
+        return self._store.release_and_claim(self.board_id, holder, freed, wanted, limit, lease)
+
     # -- the write path ------------------------------------------------------------
 
     def _prepare_all(
@@ -387,8 +421,6 @@ class Control:
         verdicts = [self._verdict_of(p) for p in proposals]
         plain = [p.proposed if isinstance(p, Judged) else p for p in proposals]
         writes = [self._pending(p, k) for p, k in zip(plain, keys, strict=True)]
-        wanted = [k for k in keys if k is not None]
-        found = self._store.find_keys(self.board_id, wanted) if wanted else _NO_KEYS
         store = self._store
         # As for a single write: read ahead only where it settles something (see there).
         ahead = (
@@ -397,7 +429,13 @@ class Control:
             or any(v is not None for v in verdicts)
             or any(w.check_permission for w in writes)
         )
-        outcome = store.outcome(self.board_id) if ahead else _OPEN_OUTCOME
+        # Keys and run state in one call (on PostgreSQL also the append's plan). A keyed
+        # batch reads its keys either way; the run state it then reads too is one more
+        # early answer (a closed run), the same one the transaction would give.
+        found: Mapping[str, tuple[Record, str]] = _NO_KEYS
+        outcome = _OPEN_OUTCOME
+        if ahead or any(k is not None for k in keys):
+            found, outcome = store.read_ahead(self.board_id, writes)
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
         early = [

@@ -405,6 +405,40 @@ def _claims_are_exclusive(h: _Harness) -> None:
         _expect(first.head(board) == 0, "claims must take no sequence number")
 
 
+def _release_and_claim(h: _Harness) -> None:
+    with h.stores(2) as (first, second):
+        board = h.board(first)
+        _keys(first.claim(board, "a", ["k1", "k2"], 2, _LONG))
+        _keys(second.claim(board, "b", ["k3"], 1, _LONG))
+        count, taken = first.release_and_claim(
+            board, "a", ["k1", "k3"], ["k3", "k4", "k5"], 1, _LONG
+        )
+        _expect(count == 1, f"release_and_claim must free only one's own keys: {count}")
+        _expect(_keys(taken) == ["k4"], f"then claim as claim() does (skip k3, limit 1): {taken}")
+        held = {c.key: c.holder for c in second.claims(board)}
+        _expect(held == {"k2": "a", "k3": "b", "k4": "a"}, f"after release_and_claim: {held}")
+        moved = second.claim(board, "b", ["k1"], 1, _LONG)
+        _expect(_keys(moved) == ["k1"] and moved[0].token == 2, f"a key it freed: {moved}")
+        _expect(first.release_and_claim(board, "a", ["k2", "k4"], [], 0, _LONG) == (2, []),
+                "release_and_claim with nothing to claim only releases")  # fmt: skip
+
+
+def _read_ahead(h: _Harness) -> None:
+    with h.stores() as (store,):
+        board = h.board(store)
+        keyed = _level("l", {"n": 1}, idempotency_key="ahead")
+        _appended(_append_one(store, board, keyed), "a keyed write")
+        writes = [keyed, _level("l", {"n": 2}, idempotency_key="new"), _level("l", {"n": 3})]
+        found, outcome = store.read_ahead(board, writes)
+        _expect(set(found) == {"ahead"}, f"read_ahead must find the keys written: {found}")
+        _expect(outcome.status is RunStatus.OPEN, f"read_ahead on an open run: {outcome}")
+        outcomes = store.append(board, writes[1:])
+        _expect([type(o) for o in outcomes] == [Appended, Appended], f"then append: {outcomes}")
+        _appended(_append_one(store, board, _close()), "the close")
+        found, outcome = store.read_ahead(board, [_level("l", {"n": 4})])
+        _expect(found == {} and outcome.closed, f"read_ahead on a closed run: {outcome}")
+
+
 def _lapsed_claims_are_taken_over(h: _Harness) -> None:
     short = timedelta(seconds=0.2)
     with h.stores(2) as (first, second):
@@ -486,6 +520,8 @@ STORE_CHECKS: tuple[tuple[str, Callable[[_Harness], None]], ...] = (
     ("concurrent writers", _concurrent_writers),
     ("concurrent opens of one new board", _concurrent_open),
     ("claims are exclusive", _claims_are_exclusive),
+    ("release and claim", _release_and_claim),
+    ("read ahead of a batch", _read_ahead),
     ("lapsed claims are taken over and fence", _lapsed_claims_are_taken_over),
     ("concurrent claimers", _concurrent_claimers),
 )

@@ -317,6 +317,19 @@ class Store(ABC):
         found = {key: self.find_key(board_id, key) for key in keys}
         return {key: hit for key, hit in found.items() if hit is not None}
 
+    def read_ahead(
+        self, board_id: str, writes: Sequence[PendingWrite]
+    ) -> tuple[dict[str, tuple[Record, str]], Outcome]:
+        """What the kernel reads before appending ``writes``: their keys found, and the run.
+
+        :meth:`find_keys` of the writes' idempotency keys (none asked if they have none)
+        and :meth:`outcome`. The default makes the two reads one after the other; a
+        backend where each is a round trip should make them at once (and may keep what
+        it read for judging the :meth:`append` of the same writes that follows).
+        """
+        keys = [w.idempotency_key for w in writes if w.idempotency_key is not None]
+        return (self.find_keys(board_id, keys) if keys else {}), self.outcome(board_id)
+
     @abstractmethod
     def head(self, board_id: str) -> int:
         """The board's highest sequence number (0 for an empty board)."""
@@ -367,6 +380,26 @@ class Store(ABC):
     @abstractmethod
     def release(self, board_id: str, holder: str, keys: Sequence[str]) -> int:
         """Give up ``holder``'s claims on ``keys``; return how many it held."""
+
+    def release_and_claim(
+        self,
+        board_id: str,
+        holder: str,
+        released: Sequence[str],
+        keys: Sequence[str],
+        limit: int,
+        lease: timedelta,
+    ) -> tuple[int, list[Claim]]:
+        """:meth:`release` ``released``, then :meth:`claim` up to ``limit`` of ``keys``.
+
+        Returns how many of ``released`` ``holder`` held, and the claims taken. The
+        default makes the two calls one after the other; a backend where each is a
+        round trip should make them one transaction. Either way a key released here
+        is free to claimers before the claim is made.
+        """
+        count = self.release(board_id, holder, released) if released else 0
+        taken = self.claim(board_id, holder, keys, limit, lease) if keys and limit > 0 else []
+        return count, taken
 
     @abstractmethod
     def claims(self, board_id: str) -> list[Claim]:

@@ -306,14 +306,20 @@ class Controller(CycleSteps):
         self._told_pending = True
         return unrouted
 
-    def cycle(self, focus: dict[str, None] | None = None) -> bool:
+    def cycle(self, focus: dict[str, None] | None = None, *, take_in: bool = True) -> bool:
         """Run one cycle (on the entries of ``focus`` only, if given); False if it did nothing.
 
         A focused cycle (a worker's, on its claimed entries) writes no cycle count:
         many workers cycle at once, and the count is each one's own.
+
+        Args:
+            focus: The entries to work on (``None``: every entry).
+            take_in: Fold what others wrote first (:meth:`take_in`). A caller that has
+                just done so itself (a worker, after claiming) passes False: the board
+                is not read twice.
         """
         with self._journal.focused(focus):
-            return self._cycle()
+            return self._cycle(take_in=take_in)
 
     def next_retry(self, focus: dict[str, None] | None = None) -> float | None:
         """Seconds until the earliest retry is due (0 or less: now); None if none waits."""

@@ -119,7 +119,7 @@ class CycleSteps:
 
     # -- one cycle ---------------------------------------------------------------------------
 
-    def _cycle(self) -> bool:
+    def _cycle(self, *, take_in: bool = True) -> bool:
         """One cycle in one batch; False if it found nothing to do (and wrote nothing).
 
         A cycle that decides more than ``commit_every`` records commits them in parts;
@@ -128,7 +128,8 @@ class CycleSteps:
         had reached and which entries that source had done (docs/adr/0020).
         """
         journal = self._journal
-        self.take_in()
+        if take_in:
+            self.take_in()
         source, done = journal.take_interrupted()
         self._resume = None if source is None or journal.focus is not None else (source, done)
         resuming = self._resume is not None

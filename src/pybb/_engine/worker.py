@@ -242,12 +242,18 @@ class Worker:
         return "stopped"
 
     def _step(self) -> str | None:
-        """One round: take in the board, settle claims, claim, work or wait."""
+        """One round: settle claims, claim, take in the board, work or wait.
+
+        The board is read once a round, after claiming: what the cycle decides on then
+        includes every record written to its entries before they were claimed. Releasing
+        and choosing candidates go by the board as of the last round (and this worker's
+        own commits since, which fold in what others wrote before them): an entry settled
+        meanwhile by someone else costs at most a claim it gives back next round.
+        """
+        self._redeliver_some()
+        self._refill(self._drop_settled())
         if self._take_in():
             return "closed"
-        self._drop_settled()
-        self._redeliver_some()
-        self._refill()
         if self._held:
             self._work()
             return None
@@ -270,7 +276,7 @@ class Worker:
     def _work(self) -> None:
         with self._held_lock:
             focus = dict(self._held)
-        worked = self.controller.cycle(focus)
+        worked = self.controller.cycle(focus, take_in=False)  # _step took it in
         if self._journal.take_claim_lost():
             self._check_claims(list(focus))
         if worked:
@@ -301,15 +307,18 @@ class Worker:
 
     # -- claims --------------------------------------------------------------------------
 
-    def _refill(self) -> None:
+    def _refill(self, settled: list[str]) -> None:
+        """Give back ``settled`` (no longer held) and claim more, in one call to the store."""
         room = self.settings.batch - len(self._held)
-        if room <= 0:
-            return
-        candidates = self._candidates(2 * room)
+        candidates = self._candidates(2 * room) if room > 0 else []
         if not candidates:
+            if settled:
+                self._control.release(self.name, settled)
             return
         lease = self.settings.lease
-        taken = self._control.claim(self.name, candidates, lease=lease, limit=room)
+        _, taken = self._control.release_and_claim(
+            self.name, settled, candidates, lease=lease, limit=room
+        )
         got = {claim.key for claim in taken}
         with self._held_lock:
             self._held.update(dict.fromkeys(claim.key for claim in taken))
@@ -337,12 +346,14 @@ class Worker:
                 break
         return list(dict.fromkeys(candidates))
 
-    def _drop_settled(self) -> None:
+    def _drop_settled(self) -> list[str]:
+        """Stop holding the entries that settled; the caller releases them (``_refill``)."""
         state = self._journal.view
         settled = [key for key in self._held if not state.open_work(key)]
         if settled:
             self._counts["settled"] += len(settled)
-            self._release(settled)
+            self._forget(settled)
+        return settled
 
     def _redeliver_some(self) -> None:
         """Tell observers of escalations made before this worker started, under a claim each.

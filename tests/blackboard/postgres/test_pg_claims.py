@@ -75,6 +75,31 @@ def test_claims_through_the_control_on_every_store(store_spec: StoreSpec) -> Non
     assert model.reader.head() == 1, "claims are not records: only the fenced write landed"
 
 
+def test_release_and_claim_gives_back_then_takes_on_every_store(store_spec: StoreSpec) -> None:
+    store = store_spec.open()
+    model = create_model([Level("work")], store=store, board_id="swap")
+    control = model.control
+    assert [c.key for c in control.claim("w1", ["a", "b"], lease=LONG)] == ["a", "b"]
+    assert [c.key for c in control.claim("w2", ["x"], lease=LONG)] == ["x"]
+    count, taken = control.release_and_claim("w1", ["a", "x"], ["x", "c", "d"], lease=LONG, limit=1)
+    assert count == 1, "only a was w1's to give back (x is w2's)"
+    assert [c.key for c in taken] == ["c"], "x is held by w2: skipped; the limit stops at c"
+    assert {(c.key, c.holder) for c in model.reader.claims()} == {
+        ("b", "w1"), ("c", "w1"), ("x", "w2"),
+    }  # fmt: skip
+    assert [c.key for c in control.claim("w2", ["a"], lease=LONG)] == ["a"], "a was released"
+    assert control.release_and_claim("w1", ["b", "c"], [], lease=LONG) == (2, [])
+    count, taken = control.release_and_claim("w1", [], ["b"], lease=LONG)
+    assert count == 0 and [(c.key, c.holder) for c in taken] == [("b", "w1")]
+    with pytest.raises(ContentError, match="limit"):
+        control.release_and_claim("w1", ["b"], ["c"], lease=LONG, limit=-1)
+    with pytest.raises(ContentError, match="holder"):
+        control.release_and_claim("", ["b"], ["c"], lease=LONG)
+    assert [c.key for c in model.reader.claims() if c.holder == "w1"] == ["b"]
+    with pytest.raises(StoreError, match="no board"):
+        store.release_and_claim("nowhere", "w", ["a"], ["b"], 1, LONG)
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
@@ -150,6 +175,19 @@ class BrokenClaims(MemoryStore):
             return [_leases.to_claim(k, row) for k, row in taken.items()]
         return super().claim(board_id, holder, keys, limit, lease)
 
+    def release_and_claim(
+        self,
+        board_id: str,
+        holder: str,
+        released: Sequence[str],
+        keys: Sequence[str],
+        limit: int,
+        lease: timedelta,
+    ) -> tuple[int, list[Claim]]:
+        if self.breaks == "release-skipped":  # one trip by leaving the release out
+            return 0, super().claim(board_id, holder, keys, limit, lease) if keys else []
+        return super().release_and_claim(board_id, holder, released, keys, limit, lease)
+
     def append(
         self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
     ) -> list[AppendOutcome]:
@@ -162,6 +200,7 @@ BROKEN = {
     "claims-ignore-holders": "claims are exclusive",
     "fence-ignored": "lapsed claims are taken over and fence",
     "racy-claims": "concurrent claimers",
+    "release-skipped": "release and claim",
 }
 
 

@@ -154,3 +154,53 @@ def test_a_batch_with_a_duplicate_inside_it_moves_as_one(pair: tuple[Model, Mode
     assert third.sequence == first.sequence + 1
     assert [r.sequence for r in mine.reader.read_level("ids")] == [first.sequence]
     assert _sequences(mine) == list(range(1, third.sequence + 1))
+
+
+def test_a_batchs_key_that_landed_in_the_gap_is_a_repeat(pair: tuple[Model, Model]) -> None:
+    """A keyed batch is judged on the kernel's read ahead; under the lock it is read again."""
+    mine, theirs = pair
+    landed: list[object] = []
+    _in_the_gap(lambda: landed.append(theirs.control.write("w", "events", {"n": 1},
+                                                             idempotency_key="k")))  # fmt: skip
+    batch = [ProposedContribution("w", "events", {"n": n}) for n in (1, 2)]
+    results = mine.control.write_all(batch, idempotency_keys=["k", "k2"])
+    (first,) = landed
+    assert isinstance(first, Written) and all(isinstance(r, Written) for r in results)
+    assert results[0] == Written(first.sequence, None, repeat=True)
+    assert results[1] == Written(first.sequence + 1, None)
+    assert [r.content["n"] for r in mine.reader.read_level("events")] == [1, 2]
+    assert _sequences(mine) == list(range(1, first.sequence + 2))
+
+
+class _KeyCounting(psycopg.Connection[Any]):
+    """Counts the look-ups of idempotency keys this session sends."""
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if isinstance(query, str) and "ikey = k.ikey" in query:
+            _key_reads.append(query)
+        return super().execute(query, params, **kwargs)
+
+
+_key_reads: list[str] = []
+
+
+def test_a_keyed_batch_reads_its_keys_once_ahead_and_once_under_the_lock(
+    pg_space: PgSpace,
+) -> None:
+    store = PostgresStore(pg_space.url, connection_class=_KeyCounting)
+    try:
+        model = _model(store, "once")
+        head = model.reader.head()
+        _key_reads.clear()
+        batch = [ProposedContribution("w", "events", {"n": n}) for n in range(3)]
+        results = model.control.write_all(batch, idempotency_keys=["a", "b", "c"])
+        assert [r.sequence for r in results if isinstance(r, Written)] == list(
+            range(head + 1, head + 4)
+        )
+        assert len(_key_reads) == 2, "the kernel's read ahead is the plan's: not read twice"
+        _key_reads.clear()
+        again = model.control.write_all(batch, idempotency_keys=["a", "b", "c"])
+        assert [r.repeat for r in again if isinstance(r, Written)] == [True] * 3
+        assert len(_key_reads) == 1, "repeats are settled by the read ahead alone"
+    finally:
+        store.close()

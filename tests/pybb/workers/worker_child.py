@@ -20,7 +20,7 @@ from pybb import AppContext, Worker, WorkerSettings
 class Greedy(Worker):
     """BROKEN ON PURPOSE: holds whatever it wants, asks no one."""
 
-    def _refill(self) -> None:
+    def _refill(self, settled: list[str]) -> None:
         room = self.settings.batch - len(self._held)
         with self._held_lock:
             self._held.update(dict.fromkeys(self._candidates(room)))
