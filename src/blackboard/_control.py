@@ -347,13 +347,7 @@ class Control:
             ContentError: A holder, key, lease or limit that cannot be used.
             StoreError: The store failed; nothing was claimed.
         """
-        check_holder(holder)
-        wanted = key_list(keys)
-        lease = check_lease(lease)
-        if limit is None:
-            limit = len(wanted)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ContentError("limit", f"{limit!r} must be a whole number of keys, 0 or more")
+        wanted, lease, limit = _claim_arguments(holder, keys, lease, limit)
         if not wanted or limit == 0:
             return []
         return self._store.claim(self.board_id, holder, wanted, limit, lease)
@@ -397,14 +391,8 @@ class Control:
             ContentError: A holder, key, lease or limit that cannot be used.
             StoreError: The store failed.
         """
-        check_holder(holder)
+        wanted, lease, limit = _claim_arguments(holder, keys, lease, limit)
         freed = key_list(released)
-        wanted = key_list(keys)
-        lease = check_lease(lease)
-        if limit is None:
-            limit = len(wanted)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ContentError("limit", f"{limit!r} must be a whole number of keys, 0 or more")
         if not wanted or limit == 0:
             return self.release(holder, freed), []
         return self._store.release_and_claim(self.board_id, holder, freed, wanted, limit, lease)
@@ -729,6 +717,20 @@ class Control:
         with self._lock:
             self._enqueue(self._store.read_log(self.board_id), permissions=False)
         self._deliver()
+
+
+def _claim_arguments(
+    holder: str, keys: Sequence[str], lease: timedelta, limit: int | None
+) -> tuple[list[str], timedelta, int]:
+    """A claim's keys, lease and limit, checked (``limit`` None: every key)."""
+    check_holder(holder)
+    wanted = key_list(keys)
+    lease = check_lease(lease)
+    if limit is None:
+        limit = len(wanted)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ContentError("limit", f"{limit!r} must be a whole number of keys, 0 or more")
+    return wanted, lease, limit
 
 
 def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
