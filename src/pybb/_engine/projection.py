@@ -109,6 +109,8 @@ def _split(key: str) -> tuple[str, int] | None:
 # Stage.X costs about 0.1 µs a look-up (the enum metaclass); these run per record and
 # per entry of every cycle.
 _NEW, _WORKING = Stage.NEW, Stage.WORKING
+# ``AttemptStatus(value)`` goes through the enum metaclass (about 0.5 µs); a dict does not.
+_STATUS = {status.value: status for status in AttemptStatus}
 
 # What most entries hold at rest: one shared empty value each, not one per entry (a
 # settled entry of W1 weighed about 1 KiB, of which 64-200 bytes were empty containers
@@ -146,6 +148,7 @@ class EntryState:
         "retry_at",
         "scopes",
         "segment",
+        "source",
         "stage",
     )
 
@@ -164,6 +167,10 @@ class EntryState:
         self.segment = Segment(content["segment"])
         self.origin = self.segment
         self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
+        # The source whose partition holds the entry, if it is being worked on: kept by
+        # the projection whenever the stage or the place on the chain changes (it is
+        # asked a dozen times per entry and cycle).
+        self.source: str | None = None
         self.chain_name: Chain | None = None
         self.chain: tuple[str, ...] = ()
         self.scopes: Mapping[str, str] = _NO_SCOPES
@@ -202,13 +209,6 @@ class EntryState:
     def first(self) -> Any:
         """The measurement as first written (before any reopening)."""
         return self.generations[0]["original"] if self.generations else self.original
-
-    @property
-    def source(self) -> str | None:
-        """The source whose partition holds the entry, if it is being worked on."""
-        if self.stage is _WORKING and self.position < len(self.chain):
-            return self.chain[self.position]
-        return None
 
     def component_passes(self, component: str) -> bool:
         """Whether ``component`` meets its condition and the entry is not provisional."""
@@ -457,10 +457,14 @@ class Projection:
         if not isinstance(history, dict):  # the shared empty one
             history = entry.ks_history = {}
         history[sys.intern(source)] = content["attempt"]
+        try:
+            status = _STATUS[content["status"]]
+        except (KeyError, TypeError):  # not a status: the enum says so, as it always did
+            status = AttemptStatus(content["status"])
         summary = AttemptSummary(
             source,
             content["attempt"],
-            AttemptStatus(content["status"]),
+            status,
             content.get("error"),
             content.get("report"),
             content.get("good_standing"),
@@ -487,6 +491,7 @@ class Projection:
     def _handoff(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         self._leave(entry)
         entry.position += 1
+        _point(entry)
         self._place(entry)
 
     def _restore(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
@@ -563,6 +568,8 @@ class Projection:
             self.ready[entry.key] = None
 
     def _retry_at(self, entry: EntryState, when: str | None) -> None:
+        if when is None and entry.retry_at is None:
+            return  # not waiting (only this method puts an entry in ``waiting``)
         entry.retry_at = None if when is None else datetime.fromisoformat(when)
         if entry.retry_at is None:
             self.waiting.pop(entry.key, None)
@@ -573,6 +580,7 @@ class Projection:
         self.stages[entry.stage] -= 1
         self.stages[stage] += 1
         entry.stage = stage
+        _point(entry)
         if stage in _OPEN_STAGES:
             self.unsettled[entry.key] = None
         else:
@@ -597,6 +605,13 @@ class Projection:
         if component is None:
             return not entry.good_standing
         return not entry.component_passes(component)
+
+
+def _point(entry: EntryState) -> None:
+    """Set ``entry.source`` from its stage and place on its chain (after either changed)."""
+    position = entry.position
+    chain = entry.chain
+    entry.source = chain[position] if entry.stage is _WORKING and position < len(chain) else None
 
 
 def apply_writes(measurement: Any, writes: list[list[Any]]) -> Any:

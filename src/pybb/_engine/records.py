@@ -53,17 +53,14 @@ def attempt_record(
         content["writes"] = outcome.writes
     content["result"] = result
     content["good_standing"] = good
-    proposed = {**content}
-    judged = journal.judge(
-        ProposedContribution(
-            writer, ATTEMPTS, _finish(source, number, proposed, error, outcome, now)
-        )
-    )
+    proposed = _finish(source, number, content, error, outcome, now)
+    judged = journal.judge(ProposedContribution(writer, ATTEMPTS, proposed))
     if not isinstance(judged.verdict, Reject):
         return writer, proposed, judged
-    refused = {**content, "status": AttemptStatus.REFUSED.value}
-    refused["refused"] = refused.pop("writes", [])
-    del refused["result"], refused["good_standing"]
+    # Built afresh (the refusal is rare): the judged content is the source's own record.
+    refused: dict[str, Any] = {"key": entry.record_key, "source": source.name, "attempt": number}
+    refused["status"] = AttemptStatus.REFUSED.value
+    refused["refused"] = outcome.writes
     return CONTROLLER, _finish(source, number, refused, judged.verdict.reason, outcome, now), None
 
 
