@@ -118,7 +118,7 @@ _STATUS = {status.value: status for status in AttemptStatus}
 # replaces them on an entry's first attempt (``ks_history``, ``attempts``).
 _NO_SCOPES: Mapping[str, str] = MappingProxyType({})
 _NO_HISTORY: Mapping[str, int] = MappingProxyType({})
-_NO_ATTEMPTS: tuple[AttemptSummary, ...] = ()
+_NO_ATTEMPTS: tuple[Mapping[str, Any], ...] = ()
 
 
 class EntryState:
@@ -177,7 +177,8 @@ class EntryState:
         self.position = 0
         self.provisional = False
         self.ks_history: Mapping[str, int] = _NO_HISTORY
-        self.attempts: Sequence[AttemptSummary] = _NO_ATTEMPTS
+        # This generation's attempt records (their content) since it was last settled.
+        self.attempts: Sequence[Mapping[str, Any]] = _NO_ATTEMPTS
         self.retry_at: datetime | None = None
         # The escalation record's content while it is not committed; once it has a
         # sequence the board holds it and ``Blackboard.get_escalation`` reads it back.
@@ -458,22 +459,16 @@ class Projection:
             history = entry.ks_history = {}
         history[sys.intern(source)] = content["attempt"]
         try:
-            status = _STATUS[content["status"]]
+            _STATUS[content["status"]]
         except (KeyError, TypeError):  # not a status: the enum says so, as it always did
-            status = AttemptStatus(content["status"])
-        summary = AttemptSummary(
-            source,
-            content["attempt"],
-            status,
-            content.get("error"),
-            content.get("report"),
-            content.get("good_standing"),
-        )
+            AttemptStatus(content["status"])
+        # The record itself, not its summary: most entries settle in good standing and
+        # drop theirs unread; an escalation's report reads them (``attempt_summary``).
         attempts = entry.attempts
         if isinstance(attempts, list):
-            attempts.append(summary)
+            attempts.append(content)
         else:  # the shared empty one
-            entry.attempts = [summary]
+            entry.attempts = [content]
         if "writes" in content:
             entry.measurement = apply_writes(entry.measurement, content["writes"])
         if "result" in content:
@@ -605,6 +600,18 @@ class Projection:
         if component is None:
             return not entry.good_standing
         return not entry.component_passes(component)
+
+
+def attempt_summary(content: Mapping[str, Any]) -> AttemptSummary:
+    """An attempt record's content (``EntryState.attempts``) as the escalation report's summary."""
+    return AttemptSummary(
+        content["source"],
+        content["attempt"],
+        _STATUS[content["status"]],
+        content.get("error"),
+        content.get("report"),
+        content.get("good_standing"),
+    )
 
 
 def _point(entry: EntryState) -> None:
