@@ -111,6 +111,7 @@ def _split(key: str) -> tuple[str, int] | None:
 _NEW, _WORKING = Stage.NEW, Stage.WORKING
 # ``AttemptStatus(value)`` goes through the enum metaclass (about 0.5 µs); a dict does not.
 _STATUS = {status.value: status for status in AttemptStatus}
+_CHAINS = {chain.value: chain for chain in Chain}
 
 # What most entries hold at rest: one shared empty value each, not one per entry (a
 # settled entry of W1 weighed about 1 KiB, of which 64-200 bytes were empty containers
@@ -143,6 +144,7 @@ class EntryState:
         "position",
         "predicate",
         "provisional",
+        "record_key",
         "resolution",
         "result",
         "retry_at",
@@ -189,17 +191,14 @@ class EntryState:
         # the next (one slot, a tuple: the empty one is shared, so a board of a million
         # entries that never reopen pays a pointer each).
         self.generations: tuple[Mapping[str, Any], ...] = ()
+        # The key this generation's records carry (see :func:`record_key`): the key itself
+        # until a reopening; kept, not derived, as every record the controller writes names it.
+        self.record_key: str = self.key
 
     @property
     def generation(self) -> int:
         """1 as first written, one more at each reopening."""
         return len(self.generations) + 1
-
-    @property
-    def record_key(self) -> str:
-        """The key this generation's records carry (see :func:`record_key`)."""
-        generations = self.generations
-        return self.key if not generations else record_key(self.key, len(generations) + 1)
 
     @property
     def reopening(self) -> Mapping[str, Any] | None:
@@ -388,6 +387,7 @@ class Projection:
             "next": {**content, "sequence": sequence},
         }
         entry.generations = (*entry.generations, ended)
+        entry.record_key = record_key(entry.key, entry.generation)
         entry.measurement = entry.original = content["measurement"]
         if "conditions" in content:  # the fresh measurement may have other components
             entry.conditions = content["conditions"]
@@ -434,7 +434,8 @@ class Projection:
 
     def _dispatch(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         self.undispatched.pop(entry.key, None)
-        entry.chain_name = Chain(content["chain"])
+        name = content["chain"]
+        entry.chain_name = _CHAINS[name] if type(name) is str and name in _CHAINS else Chain(name)
         chain = tuple(content["sources"])
         entry.chain = self._chains.setdefault(chain, chain)
         scopes = content.get("scopes")
