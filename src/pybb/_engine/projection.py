@@ -112,6 +112,7 @@ _NEW, _WORKING = Stage.NEW, Stage.WORKING
 # ``AttemptStatus(value)`` goes through the enum metaclass (about 0.5 µs); a dict does not.
 _STATUS = {status.value: status for status in AttemptStatus}
 _CHAINS = {chain.value: chain for chain in Chain}
+_SEGMENTS = {segment.value: segment for segment in Segment}
 
 # What most entries hold at rest: one shared empty value each, not one per entry (a
 # settled entry of W1 weighed about 1 KiB, of which 64-200 bytes were empty containers
@@ -166,7 +167,12 @@ class EntryState:
         self.original_result: bool | dict[str, bool] | None = None
         self.good_standing = False
         self.judgement_error: str | None = None  # what the last verdict's predicate raised
-        self.segment = Segment(content["segment"])
+        segment = content["segment"]
+        self.segment = (
+            _SEGMENTS[segment]
+            if type(segment) is str and segment in _SEGMENTS
+            else Segment(segment)
+        )
         self.origin = self.segment
         self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
         # The source whose partition holds the entry, if it is being worked on: kept by
