@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 from collections.abc import Callable
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -360,6 +361,31 @@ def test_get_entry_returns_copies_a_source_cannot_corrupt(open_board: OpenBoard)
     entry = board.get_entry("p1")
     assert entry.measurement == {"x": 5, "y": 1} == entry.original_measurement
     assert entry.ks_history == {"mutator": 1}
+
+
+def test_a_copy_of_an_entry_is_the_value_its_constructor_builds(open_board: OpenBoard) -> None:
+    seen: list[BlackboardEntry] = []
+
+    class Look(KnowledgeSource):
+        def execute(self, blackboard: Blackboard, key: str) -> object:
+            seen.append(blackboard.get_entry(key))
+            blackboard.write_component(key, "x", 1)
+            seen.append(blackboard.get_entry(key))
+            return None
+
+    board = open_board()
+    ctl = controller(board)
+    ctl.route("p1", [Look("look", 1, component="x")])
+    board.write_entry("p1", pair(5, 1))
+    ctl.run()
+    seen.append(board.get_entry("p1"))
+    for entry in seen:
+        built = BlackboardEntry(**{f.name: getattr(entry, f.name) for f in fields(entry)})
+        assert entry == built
+        assert replace(entry) == entry
+    assert [e.measurement for e in seen] == [{"x": 5, "y": 1}, {"x": 1, "y": 1}, {"x": 1, "y": 1}]
+    assert seen[0].source == "look" and seen[0].stage is Stage.WORKING and seen[0].generation == 1
+    assert seen[-1].source is None and seen[-1].stage is Stage.GOOD
 
 
 def test_history_is_the_board_log_and_every_change_is_a_write(open_board: OpenBoard) -> None:

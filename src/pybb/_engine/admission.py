@@ -21,6 +21,10 @@ from pybb._engine.projection import ATTEMPTS, KINDS
 
 __all__ = ["PybbRule"]
 
+# Asked of every record the board writes (about six per W1 entry): one answer, not one
+# object per record (``Accept`` holds nothing, and the kernel keeps one of its own too).
+_ACCEPT = Accept()
+
 
 class PybbRule:
     """The board's admission rule: pybb's scope checks, then the application's rule.
@@ -38,15 +42,18 @@ class PybbRule:
         self._scopes[name] = component
 
     def __call__(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
-        if isinstance(proposed, ProposedContribution) and proposed.writer.startswith("ks:"):
-            refusal = self._scope_refusal(proposed)
-            if refusal is not None:
-                return Reject(refusal)
-        elif _region_of(proposed) in KINDS:
-            return Accept()  # pybb's own bookkeeping
+        if isinstance(proposed, ProposedContribution):
+            if proposed.writer.startswith("ks:"):
+                refusal = self._scope_refusal(proposed)
+                if refusal is not None:
+                    return Reject(refusal)
+            elif proposed.level in KINDS:
+                return _ACCEPT  # pybb's own bookkeeping
+        elif proposed.premise in KINDS:
+            return _ACCEPT  # the cycle count
         if self._user_rule is not None:
             return self._user_rule(proposed, reader)
-        return Accept()
+        return _ACCEPT
 
     def _scope_refusal(self, proposed: ProposedContribution) -> str | None:
         name = proposed.writer[3:]
@@ -67,9 +74,3 @@ class PybbRule:
                     f"write_component(key, {scope!r}, value)"
                 )
         return None
-
-
-def _region_of(proposed: ProposedWrite) -> str:
-    if isinstance(proposed, ProposedContribution):
-        return proposed.level
-    return proposed.premise

@@ -106,6 +106,10 @@ class Journal:
         self._flushed = 0
         self._focus: dict[str, None] | None = None
         self._claim_lost = False
+        # Escalations and resolutions emitted since the last commit: only a commit that
+        # holds one has sequence numbers to hand out (``_number``), so the others (W1:
+        # most of them) need not look at each of their records again.
+        self._to_number = 0
         self._rebuild()
 
     # -- reading ----------------------------------------------------------------------
@@ -250,6 +254,8 @@ class Journal:
         else:
             proposal = ProposedContribution(writer, region, content)
         self._state.apply(region, content)
+        if region in (ESCALATIONS, RESOLUTIONS):
+            self._to_number += 1
         item = Pending(proposal, key)
         if self._pending is not None:
             self._pending.append(item)
@@ -258,14 +264,21 @@ class Journal:
 
     def _commit(self, items: list[Pending]) -> bool:
         """Write ``items`` in one transaction; False if the board did not take them as decided."""
-        proposals = [item.proposal for item in items]
+        proposals, keys = _columns(items)
         try:
             results = self.model.control.write_all(
-                proposals, idempotency_keys=[item.key for item in items], fence=self._fence(items)
+                proposals, idempotency_keys=keys, fence=self._fence(items)
             )
         except BaseException:
             self._rebuild()
             raise
+        first = _landed(results)
+        if first is not None and first == self._state.head + 1:
+            # The common case, in one pass over the results: all of it landed, in order,
+            # right after what this journal saw (nothing was refused, nothing to fold).
+            self._state.head = first + len(items) - 1
+            self._number(items, first)
+            return True
         causes = {r.cause for r in results if isinstance(r, Rejected)}
         if RejectionCause.RUN_CLOSED in causes:
             self._rebuild()
@@ -279,7 +292,6 @@ class Journal:
             self._claim_lost = True
             self._rebuild()
             return False
-        first = _landed(results)
         if first is None or not self._fold_before(first, items):
             _log.warning(
                 "board %r did not take a batch as decided (%r); re-reading the board",
@@ -293,6 +305,7 @@ class Journal:
         return True
 
     def _rebuild(self) -> None:
+        self._to_number = 0
         state = Projection()
         for record in self.model.reader.log():
             if record.region in KINDS:
@@ -345,6 +358,11 @@ class Journal:
 
     def _number(self, items: list[Pending], first: int) -> None:
         """Give escalations and resolutions their sequence numbers once committed."""
+        # Every commit takes all that was emitted since the one before (or nothing lands
+        # and the projection is re-read), so none held here means none among ``items``.
+        if not self._to_number:
+            return
+        self._to_number = 0
         for offset, (proposal, _) in enumerate(items):
             if isinstance(proposal, Judged):
                 proposal = proposal.proposed
@@ -390,14 +408,30 @@ def entry_key(content: Any) -> str | None:
     return base_key(key) if isinstance(key, str) else None
 
 
+def _columns(items: list[Pending]) -> tuple[list[ProposedWrite | Judged], list[str | None]]:
+    """The proposals and the idempotency keys of ``items``, as ``write_all`` takes them."""
+    if not items:
+        return [], []
+    proposals, keys = zip(*items, strict=True)
+    return list(proposals), list(keys)
+
+
 def _landed(results: list[WriteResult]) -> int | None:
     """The first sequence of a batch the board took whole and in order, else ``None``."""
-    written = [r for r in results if isinstance(r, Written) and not r.repeat]
-    if not results or len(written) != len(results):
+    if not results:
         return None
-    first = written[0].sequence
-    if any(r.sequence != first + n for n, r in enumerate(written)):
-        return None
+    first = None
+    expected = 0
+    for result in results:
+        if not isinstance(result, Written):
+            return None
+        if result.repeat:
+            return None
+        if first is None:
+            first = expected = result.sequence
+        elif result.sequence != expected:
+            return None
+        expected += 1
     return first
 
 

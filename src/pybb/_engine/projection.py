@@ -109,6 +109,10 @@ def _split(key: str) -> tuple[str, int] | None:
 # Stage.X costs about 0.1 µs a look-up (the enum metaclass); these run per record and
 # per entry of every cycle.
 _NEW, _WORKING = Stage.NEW, Stage.WORKING
+# ``AttemptStatus(value)`` goes through the enum metaclass (about 0.5 µs); a dict does not.
+_STATUS = {status.value: status for status in AttemptStatus}
+_CHAINS = {chain.value: chain for chain in Chain}
+_SEGMENTS = {segment.value: segment for segment in Segment}
 
 # What most entries hold at rest: one shared empty value each, not one per entry (a
 # settled entry of W1 weighed about 1 KiB, of which 64-200 bytes were empty containers
@@ -116,7 +120,7 @@ _NEW, _WORKING = Stage.NEW, Stage.WORKING
 # replaces them on an entry's first attempt (``ks_history``, ``attempts``).
 _NO_SCOPES: Mapping[str, str] = MappingProxyType({})
 _NO_HISTORY: Mapping[str, int] = MappingProxyType({})
-_NO_ATTEMPTS: tuple[AttemptSummary, ...] = ()
+_NO_ATTEMPTS: tuple[Mapping[str, Any], ...] = ()
 
 
 class EntryState:
@@ -141,11 +145,13 @@ class EntryState:
         "position",
         "predicate",
         "provisional",
+        "record_key",
         "resolution",
         "result",
         "retry_at",
         "scopes",
         "segment",
+        "source",
         "stage",
     )
 
@@ -161,16 +167,26 @@ class EntryState:
         self.original_result: bool | dict[str, bool] | None = None
         self.good_standing = False
         self.judgement_error: str | None = None  # what the last verdict's predicate raised
-        self.segment = Segment(content["segment"])
+        segment = content["segment"]
+        self.segment = (
+            _SEGMENTS[segment]
+            if type(segment) is str and segment in _SEGMENTS
+            else Segment(segment)
+        )
         self.origin = self.segment
         self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
+        # The source whose partition holds the entry, if it is being worked on: kept by
+        # the projection whenever the stage or the place on the chain changes (it is
+        # asked a dozen times per entry and cycle).
+        self.source: str | None = None
         self.chain_name: Chain | None = None
         self.chain: tuple[str, ...] = ()
         self.scopes: Mapping[str, str] = _NO_SCOPES
         self.position = 0
         self.provisional = False
         self.ks_history: Mapping[str, int] = _NO_HISTORY
-        self.attempts: Sequence[AttemptSummary] = _NO_ATTEMPTS
+        # This generation's attempt records (their content) since it was last settled.
+        self.attempts: Sequence[Mapping[str, Any]] = _NO_ATTEMPTS
         self.retry_at: datetime | None = None
         # The escalation record's content while it is not committed; once it has a
         # sequence the board holds it and ``Blackboard.get_escalation`` reads it back.
@@ -181,17 +197,14 @@ class EntryState:
         # the next (one slot, a tuple: the empty one is shared, so a board of a million
         # entries that never reopen pays a pointer each).
         self.generations: tuple[Mapping[str, Any], ...] = ()
+        # The key this generation's records carry (see :func:`record_key`): the key itself
+        # until a reopening; kept, not derived, as every record the controller writes names it.
+        self.record_key: str = self.key
 
     @property
     def generation(self) -> int:
         """1 as first written, one more at each reopening."""
         return len(self.generations) + 1
-
-    @property
-    def record_key(self) -> str:
-        """The key this generation's records carry (see :func:`record_key`)."""
-        generations = self.generations
-        return self.key if not generations else record_key(self.key, len(generations) + 1)
 
     @property
     def reopening(self) -> Mapping[str, Any] | None:
@@ -202,13 +215,6 @@ class EntryState:
     def first(self) -> Any:
         """The measurement as first written (before any reopening)."""
         return self.generations[0]["original"] if self.generations else self.original
-
-    @property
-    def source(self) -> str | None:
-        """The source whose partition holds the entry, if it is being worked on."""
-        if self.stage is _WORKING and self.position < len(self.chain):
-            return self.chain[self.position]
-        return None
 
     def component_passes(self, component: str) -> bool:
         """Whether ``component`` meets its condition and the entry is not provisional."""
@@ -387,6 +393,7 @@ class Projection:
             "next": {**content, "sequence": sequence},
         }
         entry.generations = (*entry.generations, ended)
+        entry.record_key = record_key(entry.key, entry.generation)
         entry.measurement = entry.original = content["measurement"]
         if "conditions" in content:  # the fresh measurement may have other components
             entry.conditions = content["conditions"]
@@ -433,7 +440,8 @@ class Projection:
 
     def _dispatch(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         self.undispatched.pop(entry.key, None)
-        entry.chain_name = Chain(content["chain"])
+        name = content["chain"]
+        entry.chain_name = _CHAINS[name] if type(name) is str and name in _CHAINS else Chain(name)
         chain = tuple(content["sources"])
         entry.chain = self._chains.setdefault(chain, chain)
         scopes = content.get("scopes")
@@ -457,19 +465,17 @@ class Projection:
         if not isinstance(history, dict):  # the shared empty one
             history = entry.ks_history = {}
         history[sys.intern(source)] = content["attempt"]
-        summary = AttemptSummary(
-            source,
-            content["attempt"],
-            AttemptStatus(content["status"]),
-            content.get("error"),
-            content.get("report"),
-            content.get("good_standing"),
-        )
+        try:
+            _STATUS[content["status"]]
+        except (KeyError, TypeError):  # not a status: the enum says so, as it always did
+            AttemptStatus(content["status"])
+        # The record itself, not its summary: most entries settle in good standing and
+        # drop theirs unread; an escalation's report reads them (``attempt_summary``).
         attempts = entry.attempts
         if isinstance(attempts, list):
-            attempts.append(summary)
+            attempts.append(content)
         else:  # the shared empty one
-            entry.attempts = [summary]
+            entry.attempts = [content]
         if "writes" in content:
             entry.measurement = apply_writes(entry.measurement, content["writes"])
         if "result" in content:
@@ -487,6 +493,7 @@ class Projection:
     def _handoff(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         self._leave(entry)
         entry.position += 1
+        _point(entry)
         self._place(entry)
 
     def _restore(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
@@ -563,6 +570,8 @@ class Projection:
             self.ready[entry.key] = None
 
     def _retry_at(self, entry: EntryState, when: str | None) -> None:
+        if when is None and entry.retry_at is None:
+            return  # not waiting (only this method puts an entry in ``waiting``)
         entry.retry_at = None if when is None else datetime.fromisoformat(when)
         if entry.retry_at is None:
             self.waiting.pop(entry.key, None)
@@ -573,6 +582,7 @@ class Projection:
         self.stages[entry.stage] -= 1
         self.stages[stage] += 1
         entry.stage = stage
+        _point(entry)
         if stage in _OPEN_STAGES:
             self.unsettled[entry.key] = None
         else:
@@ -597,6 +607,25 @@ class Projection:
         if component is None:
             return not entry.good_standing
         return not entry.component_passes(component)
+
+
+def attempt_summary(content: Mapping[str, Any]) -> AttemptSummary:
+    """An attempt record's content (``EntryState.attempts``) as the escalation report's summary."""
+    return AttemptSummary(
+        content["source"],
+        content["attempt"],
+        _STATUS[content["status"]],
+        content.get("error"),
+        content.get("report"),
+        content.get("good_standing"),
+    )
+
+
+def _point(entry: EntryState) -> None:
+    """Set ``entry.source`` from its stage and place on its chain (after either changed)."""
+    position = entry.position
+    chain = entry.chain
+    entry.source = chain[position] if entry.stage is _WORKING and position < len(chain) else None
 
 
 def apply_writes(measurement: Any, writes: list[list[Any]]) -> Any:

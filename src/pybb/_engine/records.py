@@ -13,12 +13,16 @@ from blackboard import Judged, ProposedContribution, Reject
 from pybb._engine.attempt import Outcome
 from pybb._engine.blackboard import CONTROLLER
 from pybb._engine.journal import Journal
-from pybb._engine.projection import ATTEMPTS, EntryState, apply_writes
+from pybb._engine.projection import ATTEMPTS, EntryState, apply_writes, attempt_summary
 from pybb._engine.source import KnowledgeSource, RetryPolicy
 from pybb._engine.types import AttemptStatus, Chain, EscalationReport
 from pybb._engine.verdicts import Predicates
 
 __all__ = ["attempt_record", "escalation_content", "schedule_retry"]
+
+# A StrEnum member's ``value`` is a property of the enum machinery: read once, not per attempt.
+_CHANGED = AttemptStatus.CHANGED.value
+_UNCHANGED = AttemptStatus.UNCHANGED.value
 
 
 def attempt_record(
@@ -38,32 +42,28 @@ def attempt_record(
     """
     content: dict[str, Any] = {"key": entry.record_key, "source": source.name, "attempt": number}
     writer = f"ks:{source.name}"
-    status, error = outcome.status, outcome.error
-    if status is None:
-        error = _shape_problem(entry, outcome.writes)
+    status, writes, error = outcome.status, outcome.writes, outcome.error
+    if status is None and entry.conditions is not None:  # else no shape to miss
+        error = _shape_problem(entry, writes)
         status = AttemptStatus.ERROR if error else None
     if status is not None:
         content["status"] = status.value
         return writer, _finish(source, number, content, error, outcome, now), None
-    measurement = apply_writes(entry.measurement, outcome.writes)
+    measurement = apply_writes(entry.measurement, writes)
     result, good, error = predicates.verdict(entry, measurement)
-    changed = AttemptStatus.CHANGED if outcome.writes else AttemptStatus.UNCHANGED
-    content["status"] = changed.value
-    if outcome.writes:
-        content["writes"] = outcome.writes
+    content["status"] = _CHANGED if writes else _UNCHANGED
+    if writes:
+        content["writes"] = writes
     content["result"] = result
     content["good_standing"] = good
-    proposed = {**content}
-    judged = journal.judge(
-        ProposedContribution(
-            writer, ATTEMPTS, _finish(source, number, proposed, error, outcome, now)
-        )
-    )
+    proposed = _finish(source, number, content, error, outcome, now)
+    judged = journal.judge(ProposedContribution(writer, ATTEMPTS, proposed))
     if not isinstance(judged.verdict, Reject):
         return writer, proposed, judged
-    refused = {**content, "status": AttemptStatus.REFUSED.value}
-    refused["refused"] = refused.pop("writes", [])
-    del refused["result"], refused["good_standing"]
+    # Built afresh (the refusal is rare): the judged content is the source's own record.
+    refused: dict[str, Any] = {"key": entry.record_key, "source": source.name, "attempt": number}
+    refused["status"] = AttemptStatus.REFUSED.value
+    refused["refused"] = outcome.writes
     return CONTROLLER, _finish(source, number, refused, judged.verdict.reason, outcome, now), None
 
 
@@ -79,7 +79,8 @@ def _finish(
         content["error"] = error
     if outcome.report is not None:
         content["report"] = outcome.report
-    schedule_retry(source.retry, source.component, source.max_attempts, number, content, now)
+    if source.retry is not None:
+        schedule_retry(source.retry, source.component, source.max_attempts, number, content, now)
     return content
 
 
@@ -107,8 +108,9 @@ def schedule_retry(
 
 def escalation_content(entry: EntryState, source: str | None, reason: str) -> dict[str, Any]:
     """The escalation record: the failing tier's last report and every attempt."""
+    attempts = tuple(attempt_summary(content) for content in entry.attempts)
     tier_report = None
-    for attempt in entry.attempts:
+    for attempt in attempts:
         if attempt.source == source and attempt.report is not None:
             tier_report = attempt.report
     report = EscalationReport(
@@ -119,7 +121,7 @@ def escalation_content(entry: EntryState, source: str | None, reason: str) -> di
         entry.measurement,
         entry.original,
         entry.result,
-        tuple(entry.attempts),
+        attempts,
         tier_report,
         entry.judgement_error,
     )
