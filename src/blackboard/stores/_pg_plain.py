@@ -1,4 +1,4 @@
-"""A batch that reads nothing, kept with the board's lock held for the server's work only.
+"""Batches the server can judge itself, kept with the board's lock held for its work only.
 
 Most writes on a busy board are keyless level writes with nothing to guard them: no
 idempotency key, no unique key, no premise version, no grant. Such a batch is admitted
@@ -8,6 +8,14 @@ lock held across a round trip, which on a loaded machine is mostly a wait for a 
 the head's update takes the lock only if the run is open and the insert numbers the
 rows from the head it left; COMMIT travels with both. The lock is held for two
 statements and the commit's flush.
+
+A batch judged ahead to append every write, whose judgement read nothing but its
+idempotency keys (all new) and whose only guard is a fence, is kept the same way
+(:func:`send_fenced`, ADR 0024): the head's update also requires the fence to hold,
+share-locking the holder's claim rows as ``holds`` does, and the insert goes with it in
+one statement; a key written meanwhile by someone else makes the insert fail on the
+board's unique index of keys, the transaction rolls back and the batch is judged under
+the lock as always.
 
 The transaction id is read first, before the lock, so that a COMMIT whose answer is
 lost can still be resolved; the head the update found is then read back by that id.
@@ -43,6 +51,30 @@ _INSERT_FROM_HEAD = (
     " %b::text[], %b::text[], %b::bigint[]) AS r (seq, kind, region, writer, payload, version)"
     " WHERE b.board_id = %s AND b.closed_seq IS NULL"
 )
+# A fenced or keyed batch: the head moves only if the run is open and the holder still
+# holds every fenced key (the claim rows share-locked until COMMIT, as in
+# _pg_claims.send_holds; taken before the board's row, which no claimer ever locks); the
+# rows go in the same statement, numbered from the head it left, so no update, no rows.
+_BUMP_AND_INSERT = """
+WITH bumped AS (
+    UPDATE bb_boards SET head = head + %(count)s
+    WHERE board_id = %(board)s AND closed_seq IS NULL
+      AND (SELECT count(*) FROM (SELECT 1 FROM bb_claims WHERE board_id = %(board)s
+           AND key = ANY(%(keys)s) AND holder = %(holder)s FOR SHARE) AS held) = %(held)s
+    RETURNING head
+), kept AS (
+    INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at, ikey,
+        fingerprint)
+    SELECT %(board)s, b.head - %(count)s + r.seq, r.kind, r.region, r.writer, r.payload,
+        r.version, %(at)s, r.ikey, r.fingerprint
+    FROM bumped b, unnest(%(seq)b::bigint[], %(kind)b::text[], %(region)b::text[],
+        %(writer)b::text[], %(payload)b::text[], %(version)b::bigint[], %(ikey)b::text[],
+        %(fingerprint)b::text[])
+        AS r (seq, kind, region, writer, payload, version, ikey, fingerprint)
+)
+SELECT head FROM bumped
+"""
+
 # After a lost COMMIT answer that the server says committed: which rows it kept. The
 # 32-bit xmin of a row is the low half of the 64-bit id that pg_current_xact_id() gave.
 _KEPT_BY = (
@@ -72,6 +104,31 @@ def send(conn: Conn, board: str, rows: list[tuple[Any, ...]]) -> Sent:
     bumped = conn.execute(_BUMP_OPEN_HEAD, (count, board))
     columns = [list(column) for column in zip(*rows, strict=True)]
     conn.execute(_INSERT_FROM_HEAD, (count, at, *columns, board))
+    return Sent(xid, bumped, at)
+
+
+def send_fenced(
+    conn: Conn, board: str, rows: list[tuple[Any, ...]], holder: str, keys: list[str]
+) -> Sent:
+    """Send a fenced (or keyed) batch's one statement inside an open pipelined transaction.
+
+    ``rows`` are ``(seq, kind, region, writer, payload, version, ikey, fingerprint)``
+    numbered from 1; ``keys`` the fenced keys, encoded (none: no fence; then ``holder``
+    is not looked at). The head moves and the rows land only if the run is open and
+    ``holder`` holds every one of ``keys``.
+    """
+    xid = str(conn.execute(_XID).fetchone()[0])  # type: ignore[index]
+    at = datetime.fromtimestamp(time.time(), UTC)
+    seq, kind, region, writer, payload, version, ikey, fingerprint = (
+        list(column) for column in zip(*rows, strict=True)
+    )
+    params = {
+        "count": len(rows), "board": board, "keys": keys, "holder": holder,
+        "held": len(set(keys)), "at": at, "seq": seq, "kind": kind, "region": region,
+        "writer": writer, "payload": payload, "version": version, "ikey": ikey,
+        "fingerprint": fingerprint,
+    }  # fmt: skip
+    bumped = conn.execute(_BUMP_AND_INSERT, params)
     return Sent(xid, bumped, at)
 
 
