@@ -10,12 +10,12 @@ rows from the head it left; COMMIT travels with both. The lock is held for two
 statements and the commit's flush.
 
 A batch judged ahead to append every write, whose judgement read nothing but its
-idempotency keys (all new) and whose only guard is a fence, is kept the same way
-(:func:`send_fenced`, ADR 0024): the head's update also requires the fence to hold,
-share-locking the holder's claim rows as ``holds`` does, and the insert goes with it in
-one statement; a key written meanwhile by someone else makes the insert fail on the
-board's unique index of keys, the transaction rolls back and the batch is judged under
-the lock as always.
+idempotency keys and unique keys (all new) and whose only guard is a fence, is kept the
+same way (:func:`send_fenced`, ADR 0024): the head's update also requires the fence to
+hold, share-locking the holder's claim rows as ``holds`` does, and the inserts go with
+it in one statement; a key or unique key written meanwhile by someone else makes an
+insert fail on its table's unique index, the transaction rolls back and the batch is
+judged under the lock as always.
 
 The transaction id is read first, before the lock, so that a COMMIT whose answer is
 lost can still be resolved; the head the update found is then read back by that id.
@@ -71,6 +71,11 @@ WITH bumped AS (
         %(writer)b::text[], %(payload)b::text[], %(version)b::bigint[], %(ikey)b::text[],
         %(fingerprint)b::text[])
         AS r (seq, kind, region, writer, payload, version, ikey, fingerprint)
+), claimed AS (
+    INSERT INTO bb_uniques (board_id, region, ukey_sha256, seq)
+    SELECT %(board)s, u.region, u.ukey, b.head - %(count)s + u.seq
+    FROM bumped b, unnest(%(uregion)b::text[], %(ukey)b::text[], %(useq)b::bigint[])
+        AS u (region, ukey, seq)
 )
 SELECT head FROM bumped
 """
@@ -108,14 +113,21 @@ def send(conn: Conn, board: str, rows: list[tuple[Any, ...]]) -> Sent:
 
 
 def send_fenced(
-    conn: Conn, board: str, rows: list[tuple[Any, ...]], holder: str, keys: list[str]
+    conn: Conn,
+    board: str,
+    rows: list[tuple[Any, ...]],
+    uniques: list[tuple[str, str, int]],
+    holder: str,
+    keys: list[str],
 ) -> Sent:
     """Send a fenced (or keyed) batch's one statement inside an open pipelined transaction.
 
     ``rows`` are ``(seq, kind, region, writer, payload, version, ikey, fingerprint)``
-    numbered from 1; ``keys`` the fenced keys, encoded (none: no fence; then ``holder``
-    is not looked at). The head moves and the rows land only if the run is open and
-    ``holder`` holds every one of ``keys``.
+    numbered from 1, ``uniques`` the unique keys they take, ``(region, digest, seq)``;
+    ``keys`` the fenced keys, encoded (none: no fence; then ``holder`` is not looked at).
+    The head moves and the rows land only if the run is open and ``holder`` holds every
+    one of ``keys``; a key or unique key taken meanwhile fails the statement on its
+    table's unique index.
     """
     xid = str(conn.execute(_XID).fetchone()[0])  # type: ignore[index]
     at = datetime.fromtimestamp(time.time(), UTC)
@@ -126,7 +138,8 @@ def send_fenced(
         "count": len(rows), "board": board, "keys": keys, "holder": holder,
         "held": len(set(keys)), "at": at, "seq": seq, "kind": kind, "region": region,
         "writer": writer, "payload": payload, "version": version, "ikey": ikey,
-        "fingerprint": fingerprint,
+        "fingerprint": fingerprint, "uregion": [u[0] for u in uniques],
+        "ukey": [u[1] for u in uniques], "useq": [u[2] for u in uniques],
     }  # fmt: skip
     bumped = conn.execute(_BUMP_AND_INSERT, params)
     return Sent(xid, bumped, at)

@@ -378,30 +378,31 @@ class PostgresStore(Store):
             rows = plan.plain_rows()
             if rows is not None:
                 return self._append_plain(board_id, plan, rows)
-        rows = plan.fenced_rows()
-        if rows is None:
+        judged = plan.fenced_rows()
+        if judged is None:
             return None
         holder, keys = ("", []) if fence is None else (fence.holder, sorted(fence.keys))
-        return self._append_fenced(board_id, plan, rows, holder, keys)
+        return self._append_fenced(board_id, plan, judged, holder, keys)
 
     def _append_fenced(
         self,
         board_id: str,
         plan: _Plan,
-        rows: list[tuple[Any, ...]],
+        judged: tuple[list[tuple[Any, ...]], list[tuple[str, str, int]]],
         holder: str,
         keys: list[str],
     ) -> list[AppendOutcome] | None:
         """Keep a fenced or keyed batch judged ahead in one statement (ADR 0024).
 
         None: nothing was written, because the run was closed, the fence did not hold or
-        a key was taken meanwhile (the unique index of keys refused the insert).
+        a key or unique key was taken meanwhile (a unique index refused the insert).
         """
+        rows, uniques = judged
         board, count = enc(board_id), len(rows)
         fenced = [enc(key) for key in keys]
 
         def work(conn: Conn) -> _pg_plain.Sent:
-            sent = _pg_plain.send_fenced(conn, board, rows, holder, fenced)
+            sent = _pg_plain.send_fenced(conn, board, rows, uniques, holder, fenced)
             fault_point("store.before_commit")
             return sent
 
@@ -871,13 +872,14 @@ class _Plan:
             return None
         return self.spec.plain_rows()
 
-    def fenced_rows(self) -> list[tuple[Any, ...]] | None:
-        """The rows, numbered from 1, if the server can judge the batch with a fence.
+    def fenced_rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, int]]] | None:
+        """The rows and unique keys, numbered from 1, if the server can judge the batch.
 
-        That is: the plan appended every write and read nothing but idempotency keys
-        (none found, or a write would have been repeated) and the closed mark, so the
-        server's checks (the run open, the fence held, every key new: the unique index)
-        are the whole judgement. None otherwise.
+        That is: the plan appended every write and read nothing but idempotency keys and
+        unique keys (none found, or a write would have been repeated or refused as a
+        duplicate) and the closed mark, so the server's checks (the run open, the fence
+        held, every key and unique key new: the unique indexes) are the whole
+        judgement. None otherwise.
         """
         if not all(type(o) is Appended for o in self.outcomes):
             return None
@@ -1020,21 +1022,23 @@ class _PgTxn:
             return None
         return [row[:6] for row in self._records]
 
-    def keyed_rows(self) -> list[tuple[Any, ...]] | None:
-        """The rows kept, numbered from 1, if only keys were read and only records kept.
+    def keyed_rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, int]]] | None:
+        """The rows and unique keys kept, numbered from 1, if nothing else was read or kept.
 
-        Each is ``(seq, kind, region, writer, payload, version, ikey, fingerprint)``.
-        None when the batch read a premise's version, a unique key or a grant (those
-        are judged under the lock), or keeps a unique key, a premise, a grant or a close.
+        Rows are ``(seq, kind, region, writer, payload, version, ikey, fingerprint)``,
+        unique keys ``(region, digest, seq)``. None when the batch read a premise's
+        version or a grant (those are judged under the lock), or keeps a premise, a
+        grant or a close.
         """
-        if self._versions or self._uniques or self._grants or self._granted_agents:
+        if self._versions or self._grants or self._granted_agents:
             return None
-        if self._new_uniques or self._new_premises or self._new_grants or self._closed:
+        if self._new_premises or self._new_grants or self._closed:
             return None
         if not self._records:
             return None
         start = self.start
-        return [(row[0] - start, *row[1:6], *row[7:9]) for row in self._records]
+        rows = [(row[0] - start, *row[1:6], *row[7:9]) for row in self._records]
+        return rows, [(region, digest, seq - start) for region, digest, seq in self._new_uniques]
 
     def take_rows(self, plan: _PgTxn, delta: int, at: datetime) -> None:
         """Keep the rows ``plan`` kept, their sequence numbers moved up by ``delta``."""
