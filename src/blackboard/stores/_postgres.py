@@ -400,9 +400,15 @@ class PostgresStore(Store):
         rows, uniques = judged
         board, count = enc(board_id), len(rows)
         fenced = [enc(key) for key in keys]
+        try:
+            rows_json, uniques_json = _pg_plain.rows_json(rows), _pg_plain.rows_json(uniques)
+        except (TypeError, ValueError):  # text JSON cannot carry (lone surrogates)
+            return None
 
         def work(conn: Conn) -> _pg_plain.Sent:
-            sent = _pg_plain.send_fenced(conn, board, rows, uniques, holder, fenced)
+            sent = _pg_plain.send_fenced(
+                conn, board, count, rows_json, uniques_json, holder, fenced
+            )
             fault_point("store.before_commit")
             return sent
 

@@ -241,3 +241,22 @@ def test_a_keyed_batch_reads_its_keys_once_ahead_and_under_the_lock_by_the_index
         assert len(_key_reads) == 1, "repeats are settled by the read ahead alone"
     finally:
         store.close()
+
+
+def test_a_fenced_keyed_batchs_text_lands_exactly(pair: tuple[Model, Model]) -> None:
+    """The one-statement append carries its rows as JSON: every string comes back as sent."""
+    mine, _ = pair
+    mine.control.claim("me", ["k"], lease=timedelta(seconds=30))
+    odd = ["\x00nul", 'quote " and \\ back', "\u2028 line \U0001f600", "\x7f\x01 ctl", ""]
+    batch = [ProposedContribution("w\x00riter", "events", {"s": s, "n": 2**62}) for s in odd]
+    keys = [f"key/\x00/{n}/\u00e9" for n in range(len(odd))]
+    results = mine.control.write_all(
+        batch, idempotency_keys=keys, fence=Fence("me", frozenset({"k"}))
+    )
+    assert all(isinstance(r, Written) and not r.repeat for r in results)
+    got = list(mine.reader.read_level("events"))
+    assert [r.content for r in got] == [{"s": s, "n": 2**62} for s in odd]
+    assert {r.writer for r in got} == {"w\x00riter"}
+    assert [r.idempotency_key for r in mine.reader.log() if r.region == "events"] == keys
+    again = mine.control.write_all(batch, idempotency_keys=keys)
+    assert all(isinstance(r, Written) and r.repeat for r in again)
