@@ -147,11 +147,15 @@ def _check(url: str, board: str, n: int) -> str:
         return entries_digest(blackboard)
 
 
-def one_round(
+def one_round(server: str, n: int, counts: list[int], delay: float, batch: int) -> dict[int, float]:
+    """Entries/s of the plain controller (key 0) and of each worker count, on fresh boards."""
+    return measured_round(server, n, counts, delay, batch)["entries_per_s"]
+
+
+def measured_round(
     server: str, n: int, counts: list[int], delay: float, batch: int
 ) -> dict[str, dict[int, float]]:
-    """Entries/s, client CPU-s and cycles of the plain controller (key 0) and of each
-    worker count, on fresh boards."""
+    """:func:`one_round`'s entries/s, with the client processes' CPU-s and the cycles."""
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     url = f"{server}{'&' if '?' in server else '?'}schema={schema}"
     figures: dict[int, float] = {}
@@ -200,7 +204,7 @@ def main() -> None:
     for delay in (float(d) for d in args.delay.split(",")):
         rounds = []
         for _ in range(args.rounds):
-            done = one_round(args.url, args.entries, counts, delay, args.batch)
+            done = measured_round(args.url, args.entries, counts, delay, args.batch)
             rounds.append(done)
             rates, cpu = done["entries_per_s"], done["cpu_s"]
             print(
