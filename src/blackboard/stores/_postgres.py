@@ -1,7 +1,8 @@
 """The PostgreSQL store: one board shared by many processes on many machines.
 
 Every admitting transaction starts by locking the board's row (``SELECT ... FOR UPDATE``,
-or for a batch that reads nothing the head's update itself: ``_pg_plain``, ADR 0023).
+or for a batch that reads nothing, or only its keys, unique keys and fence, the head's
+update itself: ``_pg_plain``, ADRs 0023 and 0024).
 The row holds the board's ``head``, the sequence counter: it is read and bumped inside
 the transaction that inserts the records, so an aborted transaction gives its numbers
 back and the sequence stays gap-free, and because the lock is held until COMMIT, writes
