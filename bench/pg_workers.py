@@ -84,8 +84,9 @@ def _worker(url: str, board: str, delay: float, batch: int, start_at: float, out
         settings = WorkerSettings(lease=timedelta(seconds=30), batch=batch)
         worker = Worker(controller, settings=settings)
         _sleep_until(start_at)
+        began = time.process_time()
         summary = worker.run()
-        out.put((summary.settled, time.time()))
+        out.put((summary.cycles, time.time(), time.process_time() - began))
     finally:
         store.close()
 
@@ -95,8 +96,9 @@ def _single(url: str, board: str, delay: float, start_at: float, out: Any) -> No
     try:
         controller = w1_app(AppContext(store, board, {"delay": str(delay)}))
         _sleep_until(start_at)
+        began = time.process_time()
         controller.run()
-        out.put((0, time.time()))
+        out.put((0, time.time(), time.process_time() - began))
     finally:
         store.close()
 
@@ -117,19 +119,25 @@ def _submit(url: str, board: str, n: int) -> None:
         )
 
 
-def _timed(target: Any, args: list[tuple[Any, ...]], lead: float) -> float:
+def _timed(target: Any, args: list[tuple[Any, ...]], lead: float) -> tuple[float, float, int]:
+    """Seconds from the shared start to the last finish, the processes' CPU-s, their cycles.
+
+    The CPU time is the client processes' own from the start to their finish (the
+    server's is not counted).
+    """
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     start_at = time.time() + lead
     processes = [ctx.Process(target=target, args=(*a, start_at, out)) for a in args]
     for process in processes:
         process.start()
-    finishes: list[float] = [out.get(timeout=1800)[1] for _ in processes]  # (settled, time)
+    answers = [out.get(timeout=1800) for _ in processes]  # (cycles, finish time, CPU-s)
     for process in processes:
         process.join(timeout=60)
         if process.exitcode != 0:
             raise SystemExit(f"a process failed (exit code {process.exitcode})")
-    return max(finishes) - start_at
+    finish = max(answer[1] for answer in answers)
+    return finish - start_at, sum(a[2] for a in answers), sum(a[0] for a in answers)
 
 
 def _check(url: str, board: str, n: int) -> str:
@@ -141,24 +149,35 @@ def _check(url: str, board: str, n: int) -> str:
 
 def one_round(server: str, n: int, counts: list[int], delay: float, batch: int) -> dict[int, float]:
     """Entries/s of the plain controller (key 0) and of each worker count, on fresh boards."""
+    return measured_round(server, n, counts, delay, batch)["entries_per_s"]
+
+
+def measured_round(
+    server: str, n: int, counts: list[int], delay: float, batch: int
+) -> dict[str, dict[int, float]]:
+    """:func:`one_round`'s entries/s, with the client processes' CPU-s and the cycles."""
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     url = f"{server}{'&' if '?' in server else '?'}schema={schema}"
     figures: dict[int, float] = {}
+    cpu: dict[int, float] = {}
+    cycles: dict[int, float] = {}
     try:
         _submit(url, "single", n)
-        figures[0] = n / _timed(_single, [(url, "single", delay)], 2.0)
+        seconds, cpu[0], _ = _timed(_single, [(url, "single", delay)], 2.0)
+        figures[0] = n / seconds
         reference = _check(url, "single", n)
         for count in counts:
             board = f"w{count}"
             _submit(url, board, n)
             args = [(url, board, delay, batch)] * count
-            figures[count] = n / _timed(_worker, args, 2.0 + 0.4 * count)
+            seconds, cpu[count], done = _timed(_worker, args, 2.0 + 0.4 * count)
+            figures[count], cycles[count] = n / seconds, done
             if _check(url, board, n) != reference:
                 raise SystemExit(f"{count} workers left other entry histories than one controller")
     finally:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    return figures
+    return {"entries_per_s": figures, "cpu_s": cpu, "cycles": cycles}
 
 
 def main() -> None:
@@ -183,13 +202,37 @@ def main() -> None:
     )
     rows = []
     for delay in (float(d) for d in args.delay.split(",")):
-        rounds = [
-            one_round(args.url, args.entries, counts, delay, args.batch) for _ in range(args.rounds)
-        ]
-        medians = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-        rows.append({"delay": delay, "entries_per_s": medians, "rounds": rounds})
+        rounds = []
+        for _ in range(args.rounds):
+            done = measured_round(args.url, args.entries, counts, delay, args.batch)
+            rounds.append(done)
+            rates, cpu = done["entries_per_s"], done["cpu_s"]
+            print(
+                f"  round, {delay * 1000:.0f}ms, load {os.getloadavg()[0]:.1f}: "
+                + ", ".join(
+                    f"{c} workers {rates[c] / rates[0]:.2f}x ({done['cycles'][c]:.0f} cycles,"
+                    f" {cpu[c]:.2f} CPU-s vs {cpu[0]:.2f})"
+                    for c in counts
+                ),
+                flush=True,
+            )
+        medians = {
+            k: statistics.median(r["entries_per_s"][k] for r in rounds)
+            for k in rounds[0]["entries_per_s"]
+        }
+        ratios = {
+            c: statistics.median(r["entries_per_s"][c] / r["entries_per_s"][0] for r in rounds)
+            for c in counts
+        }
+        rows.append({"delay": delay, "entries_per_s": medians, "ratios": ratios, "rounds": rounds})
         line = f"{delay * 1000:>5.0f}ms {medians[0]:>13.0f} "
-        print(line + " ".join(f"{medians[c]:>12.0f}" for c in counts), flush=True)
+        print(
+            line
+            + " ".join(f"{medians[c]:>12.0f}" for c in counts)
+            + "   median ratio per round: "
+            + ", ".join(f"{c}: {ratios[c]:.2f}x" for c in counts),
+            flush=True,
+        )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=2)

@@ -1,7 +1,8 @@
 """The PostgreSQL store: one board shared by many processes on many machines.
 
 Every admitting transaction starts by locking the board's row (``SELECT ... FOR UPDATE``,
-or for a batch that reads nothing the head's update itself: ``_pg_plain``, ADR 0023).
+or for a batch that reads nothing, or only its keys, unique keys and fence, the head's
+update itself: ``_pg_plain``, ADRs 0023 and 0024).
 The row holds the board's ``head``, the sequence counter: it is read and bumped inside
 the transaction that inserts the records, so an aborted transaction gives its numbers
 back and the sequence stays gap-free, and because the lock is held until COMMIT, writes
@@ -30,7 +31,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.errors import DeadlockDetected, SerializationFailure
+from psycopg.errors import DeadlockDetected, SerializationFailure, UniqueViolation
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
@@ -343,12 +344,10 @@ class PostgresStore(Store):
         ``apply_writes`` under the lock: what it reads are those answers and the head.
         """
         plan = self._plan(board_id, writes)
-        if plan is not None and (fence is None or not fence.keys):
-            rows = plan.plain_rows()
-            if rows is not None:
-                kept = self._append_plain(board_id, plan, rows)
-                if kept is not None:
-                    return kept
+        if plan is not None:
+            kept = self._append_judged(board_id, plan, fence)
+            if kept is not None:
+                return kept
 
         def work(conn: Conn) -> tuple[list[AppendOutcome], str]:
             txn = _PgTxn(conn, board_id, writes, fence)
@@ -366,6 +365,62 @@ class PostgresStore(Store):
         outcomes, _ = self._transact("append", work, lambda result: result[1])
         return outcomes
 
+    def _append_judged(
+        self, board_id: str, plan: _Plan, fence: Fence | None
+    ) -> list[AppendOutcome] | None:
+        """Keep a batch the server can judge itself, if it is one (``_pg_plain``).
+
+        None: it is not, or the server's judgement differed from the plan's (the run
+        closed, the fence no longer holds, a key was written meanwhile) and nothing was
+        written; the caller judges the batch under the lock as always.
+        """
+        fenced = fence is not None and bool(fence.keys)
+        if not fenced:
+            rows = plan.plain_rows()
+            if rows is not None:
+                return self._append_plain(board_id, plan, rows)
+        judged = plan.fenced_rows()
+        if judged is None:
+            return None
+        holder, keys = ("", []) if fence is None else (fence.holder, sorted(fence.keys))
+        return self._append_fenced(board_id, plan, judged, holder, keys)
+
+    def _append_fenced(
+        self,
+        board_id: str,
+        plan: _Plan,
+        judged: tuple[list[tuple[Any, ...]], list[tuple[str, str, int]]],
+        holder: str,
+        keys: list[str],
+    ) -> list[AppendOutcome] | None:
+        """Keep a fenced or keyed batch judged ahead in one statement (ADR 0024).
+
+        None: nothing was written, because the run was closed, the fence did not hold or
+        a key or unique key was taken meanwhile (a unique index refused the insert).
+        """
+        rows, uniques = judged
+        board, count = enc(board_id), len(rows)
+        fenced = [enc(key) for key in keys]
+        try:
+            rows_json, uniques_json = _pg_plain.rows_json(rows), _pg_plain.rows_json(uniques)
+        except (TypeError, ValueError):  # text JSON cannot carry (lone surrogates)
+            return None
+
+        def work(conn: Conn) -> _pg_plain.Sent:
+            sent = _pg_plain.send_fenced(
+                conn, board, count, rows_json, uniques_json, holder, fenced
+            )
+            fault_point("store.before_commit")
+            return sent
+
+        try:
+            sent = self._transact("append", work, lambda s: s.xid)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, UniqueViolation):
+                return None
+            raise
+        return self._kept(board, plan, sent, count)
+
     def _append_plain(
         self, board_id: str, plan: _Plan, rows: list[tuple[Any, ...]]
     ) -> list[AppendOutcome] | None:
@@ -382,6 +437,12 @@ class PostgresStore(Store):
             return sent
 
         sent = self._transact("append", work, lambda s: s.xid)
+        return self._kept(board, plan, sent, count)
+
+    def _kept(
+        self, board: str, plan: _Plan, sent: _pg_plain.Sent, count: int
+    ) -> list[AppendOutcome] | None:
+        """The plan's records as the server numbered them; None: it kept nothing."""
         try:
             base = _pg_plain.base_from_answer(sent, count)
         except psycopg.Error:  # committed (the server said so), but the answer was lost
@@ -391,9 +452,10 @@ class PostgresStore(Store):
             )
         if base is None:
             return None
+        base -= plan.spec.start  # the plan numbered its records from the head it read
         return [
             Appended(Record(r.sequence + base, r.kind, r.region, r.writer, r.content, r.version,
-                            sent.at, None))
+                            sent.at, r.idempotency_key))
             for r in plan.records()
         ]  # fmt: skip
 
@@ -817,6 +879,19 @@ class _Plan:
             return None
         return self.spec.plain_rows()
 
+    def fenced_rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, int]]] | None:
+        """The rows and unique keys, numbered from 1, if the server can judge the batch.
+
+        That is: the plan appended every write and read nothing but idempotency keys and
+        unique keys (none found, or a write would have been repeated or refused as a
+        duplicate) and the closed mark, so the server's checks (the run open, the fence
+        held, every key and unique key new: the unique indexes) are the whole
+        judgement. None otherwise.
+        """
+        if not all(type(o) is Appended for o in self.outcomes):
+            return None
+        return self.spec.keyed_rows()
+
     def records(self) -> list[Record]:
         """The records the plan appended, numbered from the empty board it was judged on."""
         return [o.record for o in self.outcomes if isinstance(o, Appended)]
@@ -953,6 +1028,24 @@ class _PgTxn:
         if not self._records or any(row[7] is not None for row in self._records):
             return None
         return [row[:6] for row in self._records]
+
+    def keyed_rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, int]]] | None:
+        """The rows and unique keys kept, numbered from 1, if nothing else was read or kept.
+
+        Rows are ``(seq, kind, region, writer, payload, version, ikey, fingerprint)``,
+        unique keys ``(region, digest, seq)``. None when the batch read a premise's
+        version or a grant (those are judged under the lock), or keeps a premise, a
+        grant or a close.
+        """
+        if self._versions or self._grants or self._granted_agents:
+            return None
+        if self._new_premises or self._new_grants or self._closed:
+            return None
+        if not self._records:
+            return None
+        start = self.start
+        rows = [(row[0] - start, *row[1:6], *row[7:9]) for row in self._records]
+        return rows, [(region, digest, seq - start) for region, digest, seq in self._new_uniques]
 
     def take_rows(self, plan: _PgTxn, delta: int, at: datetime) -> None:
         """Keep the rows ``plan`` kept, their sequence numbers moved up by ``delta``."""

@@ -80,7 +80,7 @@ def register(subparsers: Any) -> None:
         "--lease", type=seconds, default=30.0, help="seconds a claim lasts unrenewed (default 30)"
     )
     parser.add_argument(
-        "--batch", type=positive, default=256, help="entries held at once (default 256)"
+        "--batch", type=positive, default=1024, help="entries held at once (default 1024)"
     )
     parser.add_argument(
         "--progress",

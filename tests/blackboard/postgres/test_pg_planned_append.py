@@ -13,7 +13,9 @@ each of them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -22,6 +24,7 @@ from pg_harness import PgSpace, pg_space
 
 from blackboard import (
     Conflict,
+    Fence,
     Level,
     Model,
     Premise,
@@ -44,14 +47,14 @@ class _GapConnection(psycopg.Connection[Any]):
     """Runs the armed competitor just before this session locks a board.
 
     A batch that reads something locks it with ``SELECT ... FOR UPDATE``; one that reads
-    nothing with the head's update itself (``_pg_plain``).
+    nothing, or only its keys and its fence, with the head's update itself (``_pg_plain``).
     """
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
         if (
             isinstance(query, str)
             and "bb_boards" in query
-            and ("FOR UPDATE" in query or query.startswith("UPDATE bb_boards SET head = head +"))
+            and ("FOR UPDATE" in query or "UPDATE bb_boards SET head = head +" in query)
         ):
             while _before_lock:
                 _before_lock.pop()()
@@ -172,6 +175,39 @@ def test_a_batchs_key_that_landed_in_the_gap_is_a_repeat(pair: tuple[Model, Mode
     assert _sequences(mine) == list(range(1, first.sequence + 2))
 
 
+def test_a_fence_taken_over_in_the_gap_refuses_the_batch(pair: tuple[Model, Model]) -> None:
+    """A fenced batch judged ahead lands only if the fence still holds under the lock."""
+    mine, theirs = pair
+    mine.control.claim("me", ["k"], lease=timedelta(milliseconds=1))
+    time.sleep(0.01)  # lapsed: anyone may take it over
+    _in_the_gap(lambda: theirs.control.claim("them", ["k"], lease=timedelta(seconds=30)))
+    fence = Fence("me", frozenset({"k"}))
+    batch = [ProposedContribution("w", "events", {"n": n}) for n in (1, 2)]
+    results = mine.control.write_all(batch, idempotency_keys=["k1", "k2"], fence=fence)
+    assert all(isinstance(r, Rejected) and r.cause is RejectionCause.CLAIM_LOST for r in results)
+    assert list(mine.reader.read_level("events")) == []
+
+
+def test_a_fenced_batchs_key_that_landed_in_the_gap_is_a_repeat(pair: tuple[Model, Model]) -> None:
+    """The unique index of keys refuses the one-statement insert; judged under the lock."""
+    mine, theirs = pair
+    mine.control.claim("me", ["k"], lease=timedelta(seconds=30))
+    landed: list[object] = []
+    _in_the_gap(lambda: landed.append(theirs.control.write("w", "events", {"n": 1},
+                                                             idempotency_key="k1")))  # fmt: skip
+    fence = Fence("me", frozenset({"k"}))
+    batch = [ProposedContribution("w", "events", {"n": n}) for n in (1, 2)]
+    results = mine.control.write_all(batch, idempotency_keys=["k1", "k2"], fence=fence)
+    (first,) = landed
+    assert isinstance(first, Written)
+    assert results == [
+        Written(first.sequence, None, repeat=True),
+        Written(first.sequence + 1, None),
+    ]
+    assert [r.content["n"] for r in mine.reader.read_level("events")] == [1, 2]
+    assert _sequences(mine) == list(range(1, first.sequence + 2))
+
+
 class _KeyCounting(psycopg.Connection[Any]):
     """Counts the look-ups of idempotency keys this session sends."""
 
@@ -184,9 +220,10 @@ class _KeyCounting(psycopg.Connection[Any]):
 _key_reads: list[str] = []
 
 
-def test_a_keyed_batch_reads_its_keys_once_ahead_and_once_under_the_lock(
+def test_a_keyed_batch_reads_its_keys_once_ahead_and_under_the_lock_by_the_index(
     pg_space: PgSpace,
 ) -> None:
+    """Under the lock a new key is checked by the unique index of keys, not read again."""
     store = PostgresStore(pg_space.url, connection_class=_KeyCounting)
     try:
         model = _model(store, "once")
@@ -197,10 +234,29 @@ def test_a_keyed_batch_reads_its_keys_once_ahead_and_once_under_the_lock(
         assert [r.sequence for r in results if isinstance(r, Written)] == list(
             range(head + 1, head + 4)
         )
-        assert len(_key_reads) == 2, "the kernel's read ahead is the plan's: not read twice"
+        assert len(_key_reads) == 1, "the kernel's read ahead is the plan's: not read twice"
         _key_reads.clear()
         again = model.control.write_all(batch, idempotency_keys=["a", "b", "c"])
         assert [r.repeat for r in again if isinstance(r, Written)] == [True] * 3
         assert len(_key_reads) == 1, "repeats are settled by the read ahead alone"
     finally:
         store.close()
+
+
+def test_a_fenced_keyed_batchs_text_lands_exactly(pair: tuple[Model, Model]) -> None:
+    """The one-statement append carries its rows as JSON: every string comes back as sent."""
+    mine, _ = pair
+    mine.control.claim("me", ["k"], lease=timedelta(seconds=30))
+    odd = ["\x00nul", 'quote " and \\ back', "\u2028 line \U0001f600", "\x7f\x01 ctl", ""]
+    batch = [ProposedContribution("w\x00riter", "events", {"s": s, "n": 2**62}) for s in odd]
+    keys = [f"key/\x00/{n}/\u00e9" for n in range(len(odd))]
+    results = mine.control.write_all(
+        batch, idempotency_keys=keys, fence=Fence("me", frozenset({"k"}))
+    )
+    assert all(isinstance(r, Written) and not r.repeat for r in results)
+    got = list(mine.reader.read_level("events"))
+    assert [r.content for r in got] == [{"s": s, "n": 2**62} for s in odd]
+    assert {r.writer for r in got} == {"w\x00riter"}
+    assert [r.idempotency_key for r in mine.reader.log() if r.region == "events"] == keys
+    again = mine.control.write_all(batch, idempotency_keys=keys)
+    assert all(isinstance(r, Written) and r.repeat for r in again)
