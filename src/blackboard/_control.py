@@ -211,13 +211,15 @@ class Control:
             AdmissionRuleError: The rule raised, or answered neither Accept nor Reject.
         """
         if isinstance(proposed, ProposedContribution):
-            _check_writer(proposed.writer)
-            self._region(proposed.level, "level")
+            region = proposed.level, "level"
         elif isinstance(proposed, ProposedPremiseWrite):
-            _check_writer(proposed.writer)
-            self._region(proposed.premise, "premise")
+            region = proposed.premise, "premise"
         else:
             raise _not_a_proposal(proposed)
+        writer = proposed.writer
+        if type(writer) is not str or writer not in self._valid_writers:  # as a write checks
+            self._check_writer(writer)
+        self._region(*region)
         return Judged(proposed, self._judge(proposed), self)
 
     def write_all(
@@ -262,7 +264,11 @@ class Control:
         if admitted:
             appended = self._append([writes[i] for i in admitted], fence)
             for index, outcome in zip(admitted, appended, strict=True):
-                results[index] = _result(writes[index], outcome)
+                if type(outcome) is Appended:  # the common case, without _result's call
+                    record = outcome.record
+                    results[index] = Written(record.sequence, record.version)
+                else:
+                    results[index] = _result(writes[index], outcome)
             self._after_append(appended)
         return [r for r in results if r is not None]
 
