@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import json
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,17 +151,16 @@ def test_the_decoded_copy_is_what_decoding_the_text_gives(value: Any) -> None:
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
 def test_a_writer_changing_its_value_afterwards_changes_nothing_stored(
-    store: str, tmp_path: Any
+    store: str, tmp_path: Path
 ) -> None:
     url = None if store == "memory" else f"sqlite:///{tmp_path / 'board.db'}"
     model = create_model(
         [Level("notes"), Premise("window")], premises={"window": {"n": [1]}}, store=url
     )
-    value = {"z": [1, {"deep": ["x"]}], "a": {"b": 2}}
+    value: dict[str, Any] = {"z": [1, {"deep": ["x"]}], "a": {"b": 2}}
     model.control.write("clerk", "notes", value)
-    [proposal] = [ProposedContribution("clerk", "notes", value)]
-    model.control.write_all([proposal])
-    premise = {"n": [2], "m": "x"}
+    model.control.write_all([ProposedContribution("clerk", "notes", value)])
+    premise: dict[str, Any] = {"n": [2], "m": "x"}
     model.control.set_premise("clerk", "window", premise, expected_version=1)
     value["z"][1]["deep"].append("y")
     value["a"]["c"] = 3
