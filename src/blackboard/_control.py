@@ -27,7 +27,7 @@ from datetime import timedelta
 from typing import Any
 
 from blackboard._claims import Claim, Fence, check_holder, check_lease, key_list
-from blackboard._json import encode, is_utf8
+from blackboard._json import encode, encode_decoded, is_utf8
 from blackboard._reader import BoardReader
 from blackboard._records import Notification, Outcome, Record, RecordKind, RunStatus
 from blackboard._regions import Agent, Level, Premise, Region
@@ -211,13 +211,15 @@ class Control:
             AdmissionRuleError: The rule raised, or answered neither Accept nor Reject.
         """
         if isinstance(proposed, ProposedContribution):
-            _check_writer(proposed.writer)
-            self._region(proposed.level, "level")
+            region = proposed.level, "level"
         elif isinstance(proposed, ProposedPremiseWrite):
-            _check_writer(proposed.writer)
-            self._region(proposed.premise, "premise")
+            region = proposed.premise, "premise"
         else:
             raise _not_a_proposal(proposed)
+        writer = proposed.writer
+        if type(writer) is not str or writer not in self._valid_writers:  # as a write checks
+            self._check_writer(writer)
+        self._region(*region)
         return Judged(proposed, self._judge(proposed), self)
 
     def write_all(
@@ -245,13 +247,28 @@ class Control:
         if fence is not None and not isinstance(fence, Fence):
             raise ContentError("fence", f"must be a blackboard.Fence, not {fence!r:.80}")
         writes, results = self._prepare_all(proposals, keys)
+        if results is None:  # nothing settled early: every write goes to the store
+            appended = self._append(writes, fence) if writes else []
+            done: list[WriteResult] = [
+                Written(o.record.sequence, o.record.version)
+                if type(o) is Appended  # the common case, without _result's call
+                else _result(w, o)
+                for w, o in zip(writes, appended, strict=True)
+            ]
+            if appended:
+                self._after_append(appended)
+            return done
         # Indexes, not (index, write) pairs: a big batch's tuples would all live until it
         # commits, and every one is an object for the cyclic GC to walk.
         admitted = [i for i, early in enumerate(results) if early is None]
         if admitted:
             appended = self._append([writes[i] for i in admitted], fence)
             for index, outcome in zip(admitted, appended, strict=True):
-                results[index] = _result(writes[index], outcome)
+                if type(outcome) is Appended:  # the common case, without _result's call
+                    record = outcome.record
+                    results[index] = Written(record.sequence, record.version)
+                else:
+                    results[index] = _result(writes[index], outcome)
             self._after_append(appended)
         return [r for r in results if r is not None]
 
@@ -264,14 +281,47 @@ class Control:
         expected_version: Any,
         key: str | None,
     ) -> WriteResult:
-        """``write_all([proposal])[0]`` without the batch bookkeeping: the hot path.
-
-        The proposal the admission rule sees is built only when there is a rule.
-        """
+        """``write_all([proposal])[0]`` without the batch bookkeeping: the hot path."""
         if kind is _LEVEL:
             write = self._contribution(writer, region, value, key)
         else:
             write = self._premise_write(writer, region, value, expected_version, key)
+        store = self._store
+        # Unless a rule, a key, a grant or the store's wish for a read ahead could settle
+        # the write before the transaction, _early would answer None: it is not asked.
+        if (
+            self._rule is not None
+            or key is not None
+            or write.check_permission
+            or store.reads_run_state_ahead
+        ):
+            early = self._early(kind, write, writer, region, value, expected_version)
+            if early is not None:
+                return early
+        appended = self._append([write])
+        outcome = appended[0]
+        if type(outcome) is Appended:  # the common case, without _result's call
+            record = outcome.record
+            result: WriteResult = Written(record.sequence, record.version)
+        else:
+            result = _result(write, outcome)
+        if self._notifying or self._done is not None:
+            self._after_append(appended)
+        return result
+
+    def _early(
+        self,
+        kind: RecordKind,
+        write: PendingWrite,
+        writer: str,
+        region: str,
+        value: Any,
+        expected_version: Any,
+    ) -> WriteResult | None:
+        """A single write's result if a check before the transaction settles it, else None.
+
+        The proposal the admission rule sees is built only when there is a rule.
+        """
         proposed: ProposedWrite | None = None
         if self._rule is not None:
             proposed = (
@@ -286,20 +336,14 @@ class Control:
         # without it, test_multiproc_sequence's close race saw one of 8 writers finish all
         # its writes before the close in 1 run of 4 (with it: 5 of 5 clean). A store
         # where it only costs (PostgreSQL: a round trip per write) says so, and is spared.
-        store = self._store
+        store, key = self._store, write.idempotency_key
         found = store.find_keys(self.board_id, [key]) if key is not None else _NO_KEYS
         outcome = (
             store.outcome(self.board_id)
             if proposed is not None or write.check_permission or store.reads_run_state_ahead
             else _OPEN_OUTCOME
         )
-        early = self._prepare(proposed, write, found, outcome, {})
-        if early is not None:
-            return early
-        appended = self._append([write])
-        result = _result(write, appended[0])
-        self._after_append(appended)
-        return result
+        return self._prepare(proposed, write, found, outcome, {})
 
     def grant(self, agent: str, region: str) -> Written | Rejected:
         """Allow a registered agent to write ``region`` from the next sequence on."""
@@ -401,22 +445,28 @@ class Control:
 
     def _prepare_all(
         self, proposals: Sequence[ProposedWrite | Judged], keys: Sequence[str | None]
-    ) -> tuple[list[PendingWrite], list[WriteResult | None]]:
+    ) -> tuple[list[PendingWrite], list[WriteResult | None] | None]:
         """Run every check that needs no lock: the writes, and per write an early result or None.
 
         The store is asked once per batch (keys, run state, grants), not once per write.
+        The early results are ``None`` as a whole when no check could settle any write (no
+        rule, no verdict, no key found, an open run, no grant to check).
         """
-        verdicts = [self._verdict_of(p) for p in proposals]
+        verdict_of = self._verdict_of
+        verdicts = [verdict_of(p) if isinstance(p, Judged) else None for p in proposals]
         plain = [p.proposed if isinstance(p, Judged) else p for p in proposals]
-        writes = [self._pending(p, k) for p, k in zip(plain, keys, strict=True)]
+        contribution, pending = self._contribution, self._pending
+        writes = [
+            contribution(p.writer, p.level, p.content, k)
+            if type(p) is ProposedContribution  # the common case, without _pending's call
+            else pending(p, k)
+            for p, k in zip(plain, keys, strict=True)
+        ]
         store = self._store
+        judged = any(v is not None for v in verdicts)
+        guarded = any(w.check_permission for w in writes)
         # As for a single write: read ahead only where it settles something (see there).
-        ahead = (
-            store.reads_run_state_ahead
-            or self._rule is not None
-            or any(v is not None for v in verdicts)
-            or any(w.check_permission for w in writes)
-        )
+        ahead = store.reads_run_state_ahead or self._rule is not None or judged or guarded
         # Keys and run state in one call (on PostgreSQL also the append's plan). A keyed
         # batch reads its keys either way; the run state it then reads too is one more
         # early answer (a closed run), the same one the transaction would give.
@@ -424,6 +474,14 @@ class Control:
         outcome = _OPEN_OUTCOME
         if ahead or any(k is not None for k in keys):
             found, outcome = store.read_ahead(self.board_id, writes)
+        if (
+            not found
+            and outcome.status is _OPEN
+            and self._rule is None
+            and not judged
+            and not guarded
+        ):
+            return writes, None  # what _prepare would answer for each: None
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
         early = [
@@ -494,10 +552,10 @@ class Control:
         if found is None:
             found = self._plain_level(name)
         level, what = found
-        payload = self._encode(content, what)
+        payload, decoded = self._encode(content, what)
         unique = None if level.unique is False else _unique_key(level, content, payload)
         return PendingWrite(
-            _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer)
+            _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer), decoded
         )
 
     def _check_writer(self, writer: object) -> None:
@@ -523,19 +581,26 @@ class Control:
         premise = self._region(name, "premise")
         assert isinstance(premise, Premise)
         _check_version(expected_version)
+        payload, decoded = self._encode(value, f"value for premise {premise.name!r}")
         return PendingWrite(
             _PREMISE,
             premise.name,
             writer,
-            self._encode(value, f"value for premise {premise.name!r}"),
+            payload,
             expected_version,
             None,
             key,
             premise.guarded and self._guarded(writer),
+            decoded,
         )
 
-    def _encode(self, value: Any, what: str) -> str:
-        text = encode(value, what)
+    def _encode(self, value: Any, what: str) -> tuple[str, Any]:
+        """The canonical text, checked against the cap, and its decoded copy if at hand.
+
+        The copy (``UNDECODED`` if none) spares the store decoding the text again; it is
+        the value's own, so a writer changing ``value`` afterwards changes nothing stored.
+        """
+        text, decoded = encode_decoded(value, what)
         # len() counts characters, a lower bound of the UTF-8 size: encode only when close.
         if len(text) * 4 > self._max_bytes and len(text.encode()) > self._max_bytes:
             raise ContentError(
@@ -544,7 +609,7 @@ class Control:
                 f"{self._max_bytes:,}; keep large blobs elsewhere and write a reference, "
                 "or raise create_model(max_content_bytes=...)",
             )
-        return text
+        return text, decoded
 
     def _guarded(self, writer: str) -> bool:
         return writer in self._agents or self._agents_only

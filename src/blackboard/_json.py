@@ -6,7 +6,7 @@ import json
 import json.encoder
 import reprlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from blackboard.errors import ContentError
 
@@ -15,7 +15,7 @@ try:  # a faster encoder for the common case; json's own gives the same text wit
 except ImportError:  # pragma: no cover - a dependency; kept optional for vendored copies
     orjson = None  # type: ignore[assignment]
 
-__all__ = ["JSONValue", "decode", "encode", "is_utf8"]
+__all__ = ["UNDECODED", "JSONValue", "decode", "encode", "encode_decoded", "is_utf8"]
 
 JSONValue = Any
 """A value made only of dict (str keys), list, str, int, float (finite), bool and None."""
@@ -37,6 +37,7 @@ _c_encoder: Any = (
     )
 )
 _orjson_dumps: Callable[..., bytes] | None = None if orjson is None else orjson.dumps
+_orjson_loads: Callable[[bytes], Any] = json.loads if orjson is None else orjson.loads
 _SORT_KEYS = 0 if orjson is None else orjson.OPT_SORT_KEYS
 
 
@@ -56,6 +57,34 @@ def encode(value: object, what: str) -> str:
             return _orjson_dumps(value, option=_SORT_KEYS).decode()
         except TypeError:
             pass
+    return _json_text(value, what)
+
+
+def encode_decoded(value: object, what: str) -> tuple[str, JSONValue]:
+    """:func:`encode`, and ``decode`` of its text where that comes for less than decoding.
+
+    Returns:
+        The canonical text and either a value of its own equal to ``decode(text)`` (same
+        types, same key order, sharing nothing mutable with ``value``) or
+        :data:`UNDECODED` where only decoding the text gives that.
+
+    Raises:
+        ContentError: as :func:`encode` does.
+    """
+    if _check(value, what, 0) and _orjson_dumps is not None:
+        try:
+            raw = _orjson_dumps(value, option=_SORT_KEYS)
+        except TypeError:
+            pass
+        else:
+            # orjson read back what it wrote: exact dicts (in the text's sorted key order),
+            # lists, str, bool, None and ints within the 64 bits it just wrote, which it
+            # reads as ints; json.loads of the same text gives exactly these, about 2x slower.
+            return raw.decode(), _orjson_loads(raw)
+    return _json_text(value, what), UNDECODED
+
+
+def _json_text(value: object, what: str) -> str:
     try:
         # CPython always has the C encoder; _encoder.encode is the same text without it.
         text = _encoder.encode(value) if _c_encoder is None else "".join(_c_encoder(value, 0))
@@ -64,6 +93,19 @@ def encode(value: object, what: str) -> str:
     if not is_utf8(text):
         raise ContentError(what, f"holds {_surrogate(text)}")
     return text
+
+
+class _Undecoded:
+    """The type of :data:`UNDECODED`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNDECODED"
+
+
+UNDECODED: Final[Any] = _Undecoded()
+"""In place of a decoded value: "not at hand, decode the text" (see encode_decoded)."""
 
 
 def is_utf8(text: str) -> bool:

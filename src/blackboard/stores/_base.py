@@ -12,12 +12,12 @@ import hashlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from blackboard._claims import Claim, Fence
-from blackboard._json import decode
+from blackboard._json import UNDECODED, decode
 from blackboard._records import Outcome, Record, RecordKind
 from blackboard.errors import IdempotencyKeyError, StoreError
 
@@ -53,6 +53,10 @@ class PendingWrite:
         idempotency_key: A key under which a repeat returns the first outcome.
         check_permission: Whether the writer must hold a grant for the region, checked
             inside the transaction so a committed revoke is never outrun.
+        content: ``decode(payload)`` made ahead, a value of its own (nothing the writer
+            holds), when the kernel had it for less than a decode; ``UNDECODED`` (from
+            ``blackboard._json``) otherwise. The record keeps it as its content. It is
+            ``payload`` in another form, so equality and repr leave it out.
     """
 
     kind: RecordKind
@@ -63,6 +67,7 @@ class PendingWrite:
     unique_key: str | None = None
     idempotency_key: str | None = None
     check_permission: bool = False
+    content: Any = field(default=UNDECODED, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +207,7 @@ def apply_writes(
     """
     if fence is not None and fence.keys and not txn.holds(fence.holder, fence.keys):
         return [ClaimLost(fence.holder)] * len(writes)
-    at = datetime.fromtimestamp(time.time(), UTC)
+    at = datetime.now(UTC)  # the system clock, as fromtimestamp(time.time()) but in one call
     every_print = getattr(txn, "keyless_fingerprints", True)
     prefetch = getattr(txn, "prefetch_keys", None)
     if prefetch is not None:
@@ -214,6 +219,8 @@ def apply_writes(
         pairs = [(w.region, w.unique_key) for w in writes if w.unique_key and w.region]
         if pairs:
             prefetch(pairs)
+    if len(writes) == 1:  # a single write: no comprehension's frame around it
+        return [_apply_one(txn, writes[0], at, every_print)]
     return [_apply_one(txn, write, at, every_print) for write in writes]
 
 
@@ -233,13 +240,14 @@ def _apply_one(
     refusal = _refusal(txn, write)
     if refusal is not None:
         return refusal
+    content, kind = write.content, write.kind
     record = Record(
         txn.head() + 1,
-        write.kind,
+        kind,
         write.region,
         write.writer,
-        decode(write.payload),
-        _next_version(write),
+        decode(write.payload) if content is UNDECODED else content,
+        None if kind is not _PREMISE else _next_version(write.expected_version),
         at,
         write.idempotency_key,
     )
@@ -267,10 +275,9 @@ def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:
     return None
 
 
-def _next_version(write: PendingWrite) -> int | None:
-    if write.kind is not _PREMISE:
-        return None
-    return 1 if write.expected_version is None else write.expected_version + 1
+def _next_version(expected: int | None) -> int:
+    """The version a premise write sets: 1 for its opening value, else the next one."""
+    return 1 if expected is None else expected + 1
 
 
 class Store(ABC):

@@ -117,7 +117,11 @@ class _Txn:
             records.append(record)
             region, kind = record.region, record.kind
             if region is not None and kind is _LEVEL:
-                by_region.setdefault(region, []).append(index)
+                indexes = by_region.get(region)  # setdefault would build a list per record
+                if indexes is None:
+                    by_region[region] = [index]
+                else:
+                    indexes.append(index)
             elif kind is _PREMISE and region is not None:
                 board.premises[region] = index
             key = record.idempotency_key
@@ -161,7 +165,8 @@ class MemoryStore(Store):
         self, board_id: str, writes: Sequence[PendingWrite], fence: Fence | None = None
     ) -> list[AppendOutcome]:
         with self._lock:
-            txn = _Txn(self._board(board_id))
+            board = self._boards.get(board_id)
+            txn = _Txn(board if board is not None else self._board(board_id))
             outcomes = apply_writes(txn, writes, fence)
             fault_point("store.before_commit")
             txn.commit()
