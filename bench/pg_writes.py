@@ -245,6 +245,9 @@ def main() -> None:
     parser.add_argument("--w1-delay", default="0,0.002", help="seconds each W1 attempt waits")
     parser.add_argument("--w1-batch", type=int, default=256, help="entries a worker holds")
     args = parser.parse_args()
+    if args.w1_entries < 1:
+        # W1 with no entries would wait on its workers for ever.
+        parser.error('--w1-entries must be at least 1; skip W1 with --w1-workers ""')
     with psycopg.connect(args.url, autocommit=True) as conn:
         server_version = conn.execute("SHOW server_version").fetchone()
         sync = conn.execute("SHOW synchronous_commit").fetchone()
