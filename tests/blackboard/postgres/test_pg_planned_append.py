@@ -243,8 +243,16 @@ def test_a_keyed_batch_reads_its_keys_once_ahead_and_under_the_lock_by_the_index
         store.close()
 
 
-def test_a_fenced_keyed_batchs_text_lands_exactly(pair: tuple[Model, Model]) -> None:
-    """The one-statement append carries its rows as JSON: every string comes back as sent."""
+@pytest.mark.parametrize("encoder", ["orjson", "json"])
+def test_a_fenced_keyed_batchs_text_lands_exactly(
+    pair: tuple[Model, Model], encoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-statement append carries its rows as JSON: every string comes back as sent.
+
+    With orjson, and with json's encoder, which a copy of the kernel without orjson uses.
+    """
+    if encoder == "json":
+        monkeypatch.setattr("blackboard.stores._pg_plain._orjson_dumps", None)
     mine, _ = pair
     mine.control.claim("me", ["k"], lease=timedelta(seconds=30))
     odd = ["\x00nul", 'quote " and \\ back', "\u2028 line \U0001f600", "\x7f\x01 ctl", ""]
