@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from blackboard import Region
-from pybb._engine.projection import GENERATION_MARK, EntryState, record_key
+from pybb._engine.projection import GENERATION_MARK, SEGMENT_BY_VALUE, EntryState, record_key
 from pybb._engine.types import BlackboardEntry, Segment, Stage
 from pybb._engine.values import NotJSONError, copy_value, describe
 from pybb.errors import (
@@ -39,10 +39,6 @@ MAX_KEY = 128
 """The longest entry key (idempotency keys built from it must fit the kernel's limit)."""
 
 
-# ``Segment(value)`` goes through the enum machinery (about 0.5 µs); once per entry written.
-_SEGMENTS = {segment.value: segment for segment in Segment}
-
-
 def check_key(key: object) -> None:
     """Refuse an entry key the board cannot use."""
     if not isinstance(key, str) or not key or len(key) > MAX_KEY:
@@ -62,7 +58,8 @@ def entry_content(key: str, entry: object, segment: Segment | str) -> dict[str, 
     check_key(key)
     if not isinstance(entry, BlackboardEntry):
         raise EntryError(key, f"expected a BlackboardEntry, got {describe(entry)}")
-    found = _SEGMENTS.get(segment) if type(segment) is str or type(segment) is Segment else None
+    plain = type(segment) is str or type(segment) is Segment
+    found = SEGMENT_BY_VALUE.get(segment) if plain else None
     if found is None:
         try:
             found = Segment(segment)
