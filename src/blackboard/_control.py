@@ -31,6 +31,7 @@ from blackboard._json import encode, encode_decoded, is_utf8
 from blackboard._reader import BoardReader
 from blackboard._records import Notification, Outcome, Record, RecordKind, RunStatus
 from blackboard._regions import Agent, Level, Premise, Region
+from blackboard._shells import shell_of
 from blackboard._writes import (
     Accept,
     AdmissionRule,
@@ -43,6 +44,7 @@ from blackboard._writes import (
     RejectionCause,
     WriteResult,
     Written,
+    new_written,
 )
 from blackboard.errors import (
     AdmissionRuleError,
@@ -66,7 +68,7 @@ from blackboard.stores import (
     Store,
     VersionConflict,
 )
-from blackboard.stores._base import fingerprint
+from blackboard.stores._base import fingerprint, new_pending
 
 __all__ = [
     "BOARD_WRITER",
@@ -113,6 +115,21 @@ class Judged:
     proposed: ProposedWrite
     verdict: Accept | Reject
     judged_by: Control = field(repr=False, compare=False)
+
+
+_JudgedShell = shell_of(Judged)
+_new = object.__new__
+
+
+def _new_judged(proposed: ProposedWrite, verdict: Accept | Reject, judged_by: Control) -> Judged:
+    """``Judged(...)``, built at a shell's cost (``_shells``): one per attempt judged."""
+    shell = _new(_JudgedShell)
+    shell.proposed = proposed
+    shell.verdict = verdict
+    shell.judged_by = judged_by
+    shell.__class__ = Judged
+    judged: Judged = shell
+    return judged
 
 
 class Control:
@@ -220,7 +237,7 @@ class Control:
         if type(writer) is not str or writer not in self._valid_writers:  # as a write checks
             self._check_writer(writer)
         self._region(*region)
-        return Judged(proposed, self._judge(proposed), self)
+        return _new_judged(proposed, self._judge(proposed), self)
 
     def write_all(
         self,
@@ -250,7 +267,7 @@ class Control:
         if results is None:  # nothing settled early: every write goes to the store
             appended = self._append(writes, fence) if writes else []
             done: list[WriteResult] = [
-                Written(o.record.sequence, o.record.version)
+                new_written(o.record.sequence, o.record.version, False)
                 if type(o) is Appended  # the common case, without _result's call
                 else _result(w, o)
                 for w, o in zip(writes, appended, strict=True)
@@ -266,7 +283,7 @@ class Control:
             for index, outcome in zip(admitted, appended, strict=True):
                 if type(outcome) is Appended:  # the common case, without _result's call
                     record = outcome.record
-                    results[index] = Written(record.sequence, record.version)
+                    results[index] = new_written(record.sequence, record.version, False)
                 else:
                     results[index] = _result(writes[index], outcome)
             self._after_append(appended)
@@ -302,7 +319,7 @@ class Control:
         outcome = appended[0]
         if type(outcome) is Appended:  # the common case, without _result's call
             record = outcome.record
-            result: WriteResult = Written(record.sequence, record.version)
+            result: WriteResult = new_written(record.sequence, record.version, False)
         else:
             result = _result(write, outcome)
         if self._notifying or self._done is not None:
@@ -554,7 +571,7 @@ class Control:
         level, what = found
         payload, decoded = self._encode(content, what)
         unique = None if level.unique is False else _unique_key(level, content, payload)
-        return PendingWrite(
+        return new_pending(
             _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer), decoded
         )
 
@@ -582,7 +599,7 @@ class Control:
         assert isinstance(premise, Premise)
         _check_version(expected_version)
         payload, decoded = self._encode(value, f"value for premise {premise.name!r}")
-        return PendingWrite(
+        return new_pending(
             _PREMISE,
             premise.name,
             writer,
@@ -801,7 +818,7 @@ def _claim_arguments(
 def _result(write: PendingWrite, outcome: AppendOutcome) -> WriteResult:
     if type(outcome) is Appended:  # the common case, without isinstance over a union
         record = outcome.record
-        return Written(record.sequence, record.version)
+        return new_written(record.sequence, record.version, False)
     if isinstance(outcome, Appended | Repeated):
         record = outcome.record
         return Written(record.sequence, record.version, repeat=isinstance(outcome, Repeated))

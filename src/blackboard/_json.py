@@ -103,6 +103,12 @@ class _Undecoded:
     def __repr__(self) -> str:
         return "UNDECODED"
 
+    # One of it only: ``content is UNDECODED`` is how the store tells it; a copy, a deep
+    # copy (``dataclasses.asdict``, ``copy.deepcopy`` of a PendingWrite) or an unpickled
+    # one that were another object would be kept as a record's content.
+    def __reduce__(self) -> str:
+        return "UNDECODED"
+
 
 UNDECODED: Final[Any] = _Undecoded()
 """In place of a decoded value: "not at hand, decode the text" (see encode_decoded)."""

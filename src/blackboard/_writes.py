@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from blackboard._shells import shell_of
+
 if TYPE_CHECKING:
     from blackboard._reader import BoardReader
 
@@ -92,6 +94,21 @@ class Written:
     sequence: int
     version: int | None = None
     repeat: bool = False
+
+
+_WrittenShell = shell_of(Written)
+_new = object.__new__
+
+
+def new_written(sequence: int, version: int | None, repeat: bool) -> Written:
+    """``Written(...)`` with every field given, built at a shell's cost (``_shells``)."""
+    shell = _new(_WrittenShell)
+    shell.sequence = sequence
+    shell.version = version
+    shell.repeat = repeat
+    shell.__class__ = Written
+    written: Written = shell
+    return written
 
 
 @dataclass(frozen=True, slots=True)

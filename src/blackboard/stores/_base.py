@@ -18,7 +18,8 @@ from typing import Any, Protocol, TypeAlias
 
 from blackboard._claims import Claim, Fence
 from blackboard._json import UNDECODED, decode
-from blackboard._records import Outcome, Record, RecordKind
+from blackboard._records import Outcome, Record, RecordKind, new_record
+from blackboard._shells import shell_of
 from blackboard.errors import IdempotencyKeyError, StoreError
 
 __all__ = [
@@ -70,11 +71,54 @@ class PendingWrite:
     content: Any = field(default=UNDECODED, compare=False, repr=False)
 
 
+_PendingShell = shell_of(PendingWrite)
+_new = object.__new__
+
+
+def new_pending(
+    kind: RecordKind,
+    region: str | None,
+    writer: str,
+    payload: str,
+    expected_version: int | None,
+    unique_key: str | None,
+    idempotency_key: str | None,
+    check_permission: bool,
+    content: Any,
+) -> PendingWrite:
+    """``PendingWrite(...)`` with every field given, at a shell's cost (``_shells``)."""
+    shell = _new(_PendingShell)
+    shell.kind = kind
+    shell.region = region
+    shell.writer = writer
+    shell.payload = payload
+    shell.expected_version = expected_version
+    shell.unique_key = unique_key
+    shell.idempotency_key = idempotency_key
+    shell.check_permission = check_permission
+    shell.content = content
+    shell.__class__ = PendingWrite
+    write: PendingWrite = shell
+    return write
+
+
 @dataclass(frozen=True, slots=True)
 class Appended:
     """The write was sequenced and kept."""
 
     record: Record
+
+
+_AppendedShell = shell_of(Appended)
+
+
+def new_appended(record: Record) -> Appended:
+    """``Appended(record)``, built at a shell's cost (``_shells``)."""
+    shell = _new(_AppendedShell)
+    shell.record = record
+    shell.__class__ = Appended
+    appended: Appended = shell
+    return appended
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +285,7 @@ def _apply_one(
     if refusal is not None:
         return refusal
     content, kind = write.content, write.kind
-    record = Record(
+    record = new_record(
         txn.head() + 1,
         kind,
         write.region,
@@ -252,7 +296,7 @@ def _apply_one(
         write.idempotency_key,
     )
     txn.insert(record, write, print_)
-    return Appended(record)
+    return new_appended(record)
 
 
 def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:

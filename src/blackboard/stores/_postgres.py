@@ -37,7 +37,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequest
 
 from blackboard._claims import Claim, Fence
 from blackboard._json import decode
-from blackboard._records import Outcome, Record, RecordKind, RunStatus
+from blackboard._records import Outcome, Record, RecordKind, RunStatus, new_record
 from blackboard.errors import StoreConfigError, StoreError, StoreOutcomeUnknownError
 from blackboard.faults import fault_point
 from blackboard.stores import _pg_claims, _pg_plain
@@ -50,6 +50,7 @@ from blackboard.stores._base import (
     Repeated,
     Store,
     apply_writes,
+    new_appended,
 )
 from blackboard.stores._pg_listen import Listener
 from blackboard.stores._pg_schema import MIGRATIONS, SCHEMA_VERSION, dec, enc, migrate
@@ -454,8 +455,8 @@ class PostgresStore(Store):
             return None
         base -= plan.spec.start  # the plan numbered its records from the head it read
         return [
-            Appended(Record(r.sequence + base, r.kind, r.region, r.writer, r.content, r.version,
-                            sent.at, r.idempotency_key))
+            new_appended(new_record(r.sequence + base, r.kind, r.region, r.writer, r.content,
+                                    r.version, sent.at, r.idempotency_key))
             for r in plan.records()
         ]  # fmt: skip
 
@@ -776,15 +777,15 @@ _KINDS = {kind.value: kind for kind in RecordKind}
 
 def _record(row: Sequence[Any]) -> Record:
     seq, kind, region, writer, payload, version, at, ikey = row
-    return Record(
-        sequence=int(seq),
-        kind=_KINDS.get(kind) or RecordKind(kind),
-        region=None if region is None else dec(region),
-        writer=dec(writer),
-        content=decode(payload),
-        version=None if version is None else int(version),
-        at=at.astimezone(UTC),
-        idempotency_key=None if ikey is None else dec(ikey),
+    return new_record(
+        int(seq),
+        _KINDS.get(kind) or RecordKind(kind),
+        None if region is None else dec(region),
+        dec(writer),
+        decode(payload),
+        None if version is None else int(version),
+        at.astimezone(UTC),
+        None if ikey is None else dec(ikey),
     )
 
 
@@ -910,7 +911,7 @@ class _Plan:
         for outcome in self.outcomes:
             if isinstance(outcome, Appended):
                 r = outcome.record
-                moved[r.sequence] = Record(
+                moved[r.sequence] = new_record(
                     r.sequence + delta, r.kind, r.region, r.writer, r.content, r.version, at,
                     r.idempotency_key,
                 )  # fmt: skip
@@ -921,7 +922,7 @@ class _Plan:
         outcomes: list[AppendOutcome] = []
         for outcome in self.outcomes:
             if isinstance(outcome, Appended):
-                outcome = Appended(moved[outcome.record.sequence])
+                outcome = new_appended(moved[outcome.record.sequence])
             elif isinstance(outcome, Repeated) and outcome.record.sequence > base:
                 outcome = Repeated(moved[outcome.record.sequence])
             elif isinstance(outcome, Duplicate):
