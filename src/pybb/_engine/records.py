@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from blackboard import Judged, ProposedContribution, Reject
+from blackboard import Judged, Reject
 from pybb._engine.attempt import Outcome
 from pybb._engine.blackboard import CONTROLLER
-from pybb._engine.journal import Journal
+from pybb._engine.journal import Journal, contribution
 from pybb._engine.projection import ATTEMPTS, EntryState, apply_writes, attempt_summary
 from pybb._engine.source import KnowledgeSource, RetryPolicy
 from pybb._engine.types import AttemptStatus, Chain, EscalationReport
@@ -57,7 +57,7 @@ def attempt_record(
     content["result"] = result
     content["good_standing"] = good
     proposed = _finish(source, number, content, error, outcome, now)
-    judged = journal.judge(ProposedContribution(writer, ATTEMPTS, proposed))
+    judged = journal.judge(contribution(writer, ATTEMPTS, proposed))
     if not isinstance(judged.verdict, Reject):
         return writer, proposed, judged
     # Built afresh (the refusal is rare): the judged content is the source's own record.
