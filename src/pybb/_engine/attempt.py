@@ -25,6 +25,12 @@ __all__ = [
 ]
 
 
+# One lock for every attempt's context, not one built per attempt: it is held only for the
+# few statements of a write or a close, never across a source's own code, so attempts on
+# other threads (timed ones) wait on it for nanoseconds at most.
+_LOCK = threading.Lock()
+
+
 class AttemptContext:
     """One attempt in progress: which entry, which source, and what it wrote so far."""
 
@@ -38,7 +44,7 @@ class AttemptContext:
         self.writes: list[list[Any]] = []
         self.report: Any = None
         self.closed = False
-        self._lock = threading.Lock()
+        self._lock = _LOCK
 
     def write(self, component: str | None, value: Any) -> None:
         """Buffer a write of the attempt (``component`` None: the whole measurement)."""

@@ -48,6 +48,10 @@ __all__ = ["EntryCheck", "Journal", "Pending"]
 
 _log = logging.getLogger("pybb")
 
+# ``Pending(proposal, key)`` without the named tuple's ``__new__`` (a Python frame): one
+# per record.
+_pending = tuple.__new__
+
 contribution = builder(ProposedContribution)
 """``ProposedContribution(writer, level, content)`` at a plain object's cost (``frozen``):
 nearly every record pybb writes is one."""
@@ -261,7 +265,7 @@ class Journal:
         self._state.apply(region, content)
         if region in (ESCALATIONS, RESOLUTIONS):
             self._to_number += 1
-        item = Pending(proposal, key)
+        item = _pending(Pending, (proposal, key))
         if self._pending is not None:
             self._pending.append(item)
         else:

@@ -80,7 +80,11 @@ def _inline(source: KnowledgeSource, board: Blackboard, context: AttemptContext)
     finally:
         leave(token)
     context.close()
-    return Outcome(None, context.writes, None, context.report)
+    # ``Outcome(None, writes, None, report)`` without the named tuple's ``__new__`` frame.
+    return _outcome(Outcome, (None, context.writes, None, context.report))
+
+
+_outcome = tuple.__new__
 
 
 def _failed(context: AttemptContext, error: str, report: Any) -> Outcome:
