@@ -36,14 +36,34 @@ class PybbRule:
     def __init__(self, user_rule: AdmissionRule | None) -> None:
         self._user_rule = user_rule
         self._scopes: dict[str, str | None] = {}
+        # Writer ``ks:<name>`` to ``<name>``, for the sources not scoped to a component:
+        # their own attempt record has nothing to refuse (the common case, asked once
+        # per attempt, without ``_scope_refusal``'s call).
+        self._unscoped: dict[str, str] = {}
 
     def register_source(self, name: str, component: str | None) -> None:
         """Let knowledge source ``name`` record attempts (scoped to ``component``, if given)."""
         self._scopes[name] = component
+        if component is None:
+            self._unscoped[f"ks:{name}"] = name
+        else:
+            self._unscoped.pop(f"ks:{name}", None)
 
     def __call__(self, proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
         if isinstance(proposed, ProposedContribution):
-            if proposed.writer.startswith("ks:"):
+            writer = proposed.writer
+            content = proposed.content
+            if (
+                writer in self._unscoped
+                and proposed.level == ATTEMPTS
+                and isinstance(content, dict)
+                and content.get("source") == self._unscoped[writer]
+            ):
+                # An unscoped source's own attempt: nothing of pybb's to refuse (its writes
+                # are taken apart as ``_scope_refusal`` does, so a malformed one raises alike).
+                for _component, _value in content.get("writes", ()):
+                    pass
+            elif writer.startswith("ks:"):
                 refusal = self._scope_refusal(proposed)
                 if refusal is not None:
                     return Reject(refusal)

@@ -8,6 +8,7 @@ buffers it instead of writing it (``pybb._engine.runner`` runs attempts).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
@@ -25,6 +26,12 @@ __all__ = [
 ]
 
 
+# One lock for every attempt's context, not one built per attempt: it is held only for the
+# few statements of a write or a close, never across a source's own code, so attempts on
+# other threads (timed ones) wait on it for nanoseconds at most.
+_LOCK = threading.Lock()
+
+
 class AttemptContext:
     """One attempt in progress: which entry, which source, and what it wrote so far."""
 
@@ -38,18 +45,20 @@ class AttemptContext:
         self.writes: list[list[Any]] = []
         self.report: Any = None
         self.closed = False
-        self._lock = threading.Lock()
+        self._lock = _LOCK
 
     def write(self, component: str | None, value: Any) -> None:
         """Buffer a write of the attempt (``component`` None: the whole measurement)."""
         with self._lock:
-            self._check_open()
+            if self.closed:
+                self._refuse()
             self.writes.append([component, value])
 
     def attach(self, report: Any) -> None:
         """Attach a report to the attempt (the last one attached wins)."""
         with self._lock:
-            self._check_open()
+            if self.closed:
+                self._refuse()
             self.report = report
 
     def close(self) -> None:
@@ -57,12 +66,11 @@ class AttemptContext:
         with self._lock:
             self.closed = True
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise SourceError(
-                f"attempt {self.number} of source {self.source!r} on entry {self.key!r} is "
-                "over (it timed out or returned); its later writes are not applied"
-            )
+    def _refuse(self) -> None:
+        raise SourceError(
+            f"attempt {self.number} of source {self.source!r} on entry {self.key!r} is "
+            "over (it timed out or returned); its later writes are not applied"
+        )
 
 
 _current: ContextVar[AttemptContext | None] = ContextVar("pybb_attempt", default=None)
@@ -73,14 +81,12 @@ def current_attempt() -> AttemptContext | None:
     return _current.get()
 
 
-def enter(context: AttemptContext) -> Token[AttemptContext | None]:
-    """Make ``context`` the running attempt of this thread's context."""
-    return _current.set(context)
-
-
-def leave(token: Token[AttemptContext | None]) -> None:
-    """End what :func:`enter` began."""
-    _current.reset(token)
+# The attempt's context variable's own methods, not functions around them (a frame each,
+# twice per attempt).
+enter: Callable[[AttemptContext | None], Token[AttemptContext | None]] = _current.set
+"""Make a context the running attempt of this thread's context; returns the token for ``leave``."""
+leave: Callable[[Token[AttemptContext | None]], None] = _current.reset
+"""End what :func:`enter` began."""
 
 
 def attempt_on(key: str) -> AttemptContext | None:

@@ -388,7 +388,7 @@ class Blackboard:
     # -- helpers --------------------------------------------------------------------------
 
     def _entry(self, key: str) -> EntryState:
-        state = self._state.entries.get(key) if isinstance(key, str) else None
+        state = self.journal.view.entries.get(key) if isinstance(key, str) else None
         if state is None:
             raise EntryNotFoundError(key)
         return state

@@ -32,6 +32,7 @@ from blackboard import (
     Written,
 )
 from pybb._engine.admission import PybbRule
+from pybb._engine.frozen import builder
 from pybb._engine.projection import (
     CYCLE,
     ESCALATIONS,
@@ -46,6 +47,14 @@ from pybb.errors import BoardClosedError
 __all__ = ["EntryCheck", "Journal", "Pending"]
 
 _log = logging.getLogger("pybb")
+
+# ``Pending(proposal, key)`` without the named tuple's ``__new__`` (a Python frame): one
+# per record.
+_pending = tuple.__new__
+
+contribution = builder(ProposedContribution)
+"""``ProposedContribution(writer, level, content)`` at a plain object's cost (``frozen``):
+nearly every record pybb writes is one."""
 
 EntryCheck = Callable[[str, str | None, Any], None]
 """A check of a new entry (key, predicate, conditions) before it is written; raises to refuse."""
@@ -252,11 +261,11 @@ class Journal:
         elif region == CYCLE:
             proposal = ProposedPremiseWrite(writer, CYCLE, content, self._state.cycle_version)
         else:
-            proposal = ProposedContribution(writer, region, content)
+            proposal = contribution(writer, region, content)
         self._state.apply(region, content)
         if region in (ESCALATIONS, RESOLUTIONS):
             self._to_number += 1
-        item = Pending(proposal, key)
+        item = _pending(Pending, (proposal, key))
         if self._pending is not None:
             self._pending.append(item)
         else:

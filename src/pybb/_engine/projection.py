@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from blackboard import Level, Premise, Region
-from pybb._engine.types import AttemptStatus, AttemptSummary, Chain, Segment, Stage
+from pybb._engine.types import AttemptStatus, Chain, Segment, Stage
 
 __all__ = [
     "ATTEMPTS",
@@ -471,7 +471,7 @@ class Projection:
         except (KeyError, TypeError):  # not a status: the enum says so, as it always did
             AttemptStatus(content["status"])
         # The record itself, not its summary: most entries settle in good standing and
-        # drop theirs unread; an escalation's report reads them (``attempt_summary``).
+        # drop theirs unread; an escalation's report reads them (``records.escalation_content``).
         attempts = entry.attempts
         if isinstance(attempts, list):
             attempts.append(content)
@@ -484,7 +484,9 @@ class Projection:
             entry.good_standing = bool(content["good_standing"])
             entry.judgement_error = content.get("error")
             entry.provisional = False
-        self._retry_at(entry, content.get("retry_at"))
+        when = content.get("retry_at")
+        if when is not None or entry.retry_at is not None:
+            self._retry_at(entry, when)
         if sequence:  # read from the board, not decided here
             self.interrupted[entry.key] = source
             self.interrupted_source = source
@@ -555,7 +557,8 @@ class Projection:
         if source is not None:
             self.partitions.get(source, {}).pop(entry.key, None)
         self.ready.pop(entry.key, None)
-        self._retry_at(entry, None)
+        if entry.retry_at is not None:
+            self._retry_at(entry, None)
 
     def _settle(self, entry: EntryState) -> None:
         if entry.good_standing:
@@ -583,7 +586,8 @@ class Projection:
         self.stages[entry.stage] -= 1
         self.stages[stage] += 1
         entry.stage = stage
-        _point(entry)
+        position, chain = entry.position, entry.chain  # ``_point``, without its call
+        entry.source = chain[position] if stage is _WORKING and position < len(chain) else None
         if stage in _OPEN_STAGES:
             self.unsettled[entry.key] = None
         else:
@@ -608,18 +612,6 @@ class Projection:
         if component is None:
             return not entry.good_standing
         return not entry.component_passes(component)
-
-
-def attempt_summary(content: Mapping[str, Any]) -> AttemptSummary:
-    """An attempt record's content (``EntryState.attempts``) as the escalation report's summary."""
-    return AttemptSummary(
-        content["source"],
-        content["attempt"],
-        _STATUS[content["status"]],
-        content.get("error"),
-        content.get("report"),
-        content.get("good_standing"),
-    )
 
 
 def _point(entry: EntryState) -> None:

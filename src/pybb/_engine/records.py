@@ -6,16 +6,17 @@ replay write the same records for the same decisions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from blackboard import Judged, ProposedContribution, Reject
+from blackboard import Judged, Reject
 from pybb._engine.attempt import Outcome
 from pybb._engine.blackboard import CONTROLLER
-from pybb._engine.journal import Journal
-from pybb._engine.projection import ATTEMPTS, EntryState, apply_writes, attempt_summary
+from pybb._engine.journal import Journal, contribution
+from pybb._engine.projection import ATTEMPTS, EntryState, apply_writes
 from pybb._engine.source import KnowledgeSource, RetryPolicy
-from pybb._engine.types import AttemptStatus, Chain, EscalationReport
+from pybb._engine.types import AttemptStatus, Chain
 from pybb._engine.verdicts import Predicates
 
 __all__ = ["attempt_record", "escalation_content", "schedule_retry"]
@@ -23,6 +24,8 @@ __all__ = ["attempt_record", "escalation_content", "schedule_retry"]
 # A StrEnum member's ``value`` is a property of the enum machinery: read once, not per attempt.
 _CHANGED = AttemptStatus.CHANGED.value
 _UNCHANGED = AttemptStatus.UNCHANGED.value
+_STATUS_TEXT = {status.value: status.value for status in AttemptStatus}
+_CHAIN_TEXT = {chain: chain.value for chain in Chain}
 
 
 def attempt_record(
@@ -57,7 +60,7 @@ def attempt_record(
     content["result"] = result
     content["good_standing"] = good
     proposed = _finish(source, number, content, error, outcome, now)
-    judged = journal.judge(ProposedContribution(writer, ATTEMPTS, proposed))
+    judged = journal.judge(contribution(writer, ATTEMPTS, proposed))
     if not isinstance(judged.verdict, Reject):
         return writer, proposed, judged
     # Built afresh (the refusal is rare): the judged content is the source's own record.
@@ -107,26 +110,45 @@ def schedule_retry(
 
 
 def escalation_content(entry: EntryState, source: str | None, reason: str) -> dict[str, Any]:
-    """The escalation record: the failing tier's last report and every attempt."""
-    attempts = tuple(attempt_summary(content) for content in entry.attempts)
+    """The escalation record: the failing tier's last report and every attempt.
+
+    Its ``report`` is ``EscalationReport.to_json()`` of the report the entry's state makes
+    (a test holds the two equal), written out directly: the report and its attempts'
+    summaries would be built only to be turned into this, five objects per escalation.
+    """
+    attempts = [_attempt_json(content) for content in entry.attempts]
     tier_report = None
     for attempt in attempts:
-        if attempt.source == source and attempt.report is not None:
-            tier_report = attempt.report
-    report = EscalationReport(
-        entry.key,
-        source,
-        entry.chain_name or Chain.ON_FAIL,
-        reason,
-        entry.measurement,
-        entry.original,
-        entry.result,
-        attempts,
-        tier_report,
-        entry.judgement_error,
-    )
-    content = {"key": entry.record_key, "source": source, "reason": reason}
-    return {**content, "report": report.to_json()}
+        if attempt["source"] == source and "report" in attempt:  # in it only if not None
+            tier_report = attempt["report"]
+    report = {
+        "key": entry.key,
+        "source": source,
+        "chain": _CHAIN_TEXT[entry.chain_name or Chain.ON_FAIL],
+        "reason": reason,
+        "measurement": entry.measurement,
+        "original_measurement": entry.original,
+        "result": entry.result,
+        "attempts": attempts,
+        "tier_report": tier_report,
+    }
+    if entry.judgement_error is not None:  # only then, as ``to_json`` writes it
+        report["error"] = entry.judgement_error
+    return {"key": entry.record_key, "source": source, "reason": reason, "report": report}
+
+
+def _attempt_json(content: Mapping[str, Any]) -> dict[str, Any]:
+    """``AttemptSummary.to_json()`` of an attempt record's summary, from the record."""
+    data: dict[str, Any] = {
+        "source": content["source"],
+        "attempt": content["attempt"],
+        "status": _STATUS_TEXT[content["status"]],
+    }
+    for name in ("error", "report", "good_standing"):
+        value = content.get(name)
+        if value is not None:
+            data[name] = value
+    return data
 
 
 def _shape_problem(entry: EntryState, writes: list[list[Any]]) -> str | None:

@@ -72,7 +72,12 @@ def _inline(source: KnowledgeSource, board: Blackboard, context: AttemptContext)
         fault_point("ks.mid")
         returned = source.execute(board, context.key)
         if returned is not None:
-            context.write(None, _json(returned, "returned"))
+            try:
+                copied = copy_value(returned)
+            except NotJSONError as exc:
+                what = f"the knowledge source returned {describe(returned)}, which {exc}"
+                raise SourceError(what) from None
+            context.write(None, copied)
     except AttemptError as exc:
         return _failed(context, str(exc), exc.report)
     except Exception as exc:
@@ -80,7 +85,11 @@ def _inline(source: KnowledgeSource, board: Blackboard, context: AttemptContext)
     finally:
         leave(token)
     context.close()
-    return Outcome(None, context.writes, None, context.report)
+    # ``Outcome(None, writes, None, report)`` without the named tuple's ``__new__`` frame.
+    return _outcome(Outcome, (None, context.writes, None, context.report))
+
+
+_outcome = tuple.__new__
 
 
 def _failed(context: AttemptContext, error: str, report: Any) -> Outcome:
@@ -93,13 +102,6 @@ def _failed(context: AttemptContext, error: str, report: Any) -> Outcome:
         error = f"{error} (its report was dropped: it {exc})"
         report = None
     return Outcome(AttemptStatus.ERROR, [], error, report)
-
-
-def _json(value: Any, what: str) -> Any:
-    try:
-        return copy_value(value)
-    except NotJSONError as exc:
-        raise SourceError(f"the knowledge source {what} {describe(value)}, which {exc}") from None
 
 
 class Worker:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
 from blackboard import Record
+from pybb._engine.frozen import builder
 from pybb._engine.projection import GENERATION_MARK, KINDS, EntryState, View, base_key
 from pybb._engine.types import BlackboardEntry, HistoryEvent, Resolution, Segment
 from pybb._engine.values import copy_value
@@ -60,47 +60,32 @@ def history(records: Iterable[Record], key: str | None) -> list[HistoryEvent]:
     return events
 
 
-# A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``: about
-# 2.5 µs for BlackboardEntry's twelve, and every attempt reads its entry at least once.
-# Its slots' own descriptors set the same fields in half that (a test holds the two
-# equal, field for field); the class has no ``__post_init__`` to skip.
-_new = object.__new__
-(
-    _predicate,
-    _conditions,
-    _measurement,
-    _result,
-    _good_standing,
-    _original,
-    _ks_history,
-    _segment,
-    _stage,
-    _source,
-    _chain,
-    _generation,
-) = (getattr(BlackboardEntry, f.name).__set__ for f in fields(BlackboardEntry))
+# Every attempt reads its entry at least once: a BlackboardEntry built as a plain object
+# (``frozen``; a test holds it equal to the constructor's, field by field).
+_entry = builder(BlackboardEntry)
 _SCALARS = frozenset({int, str, bool, type(None)})  # copy_value returns these as they are
 
 
 def snapshot(state: EntryState, measurement: Any) -> BlackboardEntry:
     """A copy of the entry as the seed's ``BlackboardEntry``, with ``measurement``."""
-    entry: BlackboardEntry = _new(BlackboardEntry)
-    _predicate(entry, state.predicate)
-    _conditions(entry, None if state.conditions is None else dict(state.conditions))
     scalars = _SCALARS
-    _measurement(entry, measurement if type(measurement) in scalars else copy_value(measurement))
     result = state.result
-    _result(entry, result if type(result) in scalars else copy_value(result))
-    _good_standing(entry, state.good_standing)
     original = state.original
-    _original(entry, original if type(original) in scalars else copy_value(original))
-    _ks_history(entry, dict(state.ks_history))
-    _segment(entry, state.segment)
-    _stage(entry, state.stage)
-    _source(entry, state.source)
-    _chain(entry, state.chain_name)
-    _generation(entry, len(state.generations) + 1)
-    return entry
+    conditions = state.conditions
+    return _entry(
+        state.predicate,
+        None if conditions is None else dict(conditions),
+        measurement if type(measurement) in scalars else copy_value(measurement),
+        result if type(result) in scalars else copy_value(result),
+        state.good_standing,
+        original if type(original) in scalars else copy_value(original),
+        dict(state.ks_history),
+        state.segment,
+        state.stage,
+        state.source,
+        state.chain_name,
+        len(state.generations) + 1,
+    )
 
 
 def resolution(stored: Mapping[str, Any]) -> Resolution:

@@ -178,9 +178,10 @@ class CycleSteps:
 
     def _step_done(self) -> None:
         """Commit what the cycle holds if it holds ``commit_every`` records (between entries)."""
-        journal = self._journal
-        if journal.pending >= self.commit_every and self._in_parts and not journal.flush():
-            raise _FlushRefusedError
+        if self._in_parts:
+            journal = self._journal
+            if journal.pending >= self.commit_every and not journal.flush():
+                raise _FlushRefusedError
 
     def _queue(self, queue: Mapping[str, None]) -> list[str]:
         """The keys of a work queue this controller may work on: all, or its focus's."""

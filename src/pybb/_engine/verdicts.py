@@ -43,9 +43,16 @@ class Predicates:
 
     def verdict(self, entry: EntryState, measurement: Any) -> Verdict:
         """The entry's verdict on ``measurement`` (component by component, if it has them)."""
-        if entry.conditions is None:
-            passed, error = self._judge(entry, entry.predicate or "", measurement)
-            return passed, passed, error
+        if entry.conditions is None:  # ``_judge`` inline: a verdict or two per attempt
+            name = entry.predicate or ""
+            predicate = self.registry.get(name)
+            if predicate is None:
+                raise UnregisteredPredicateError(entry.key, name, sorted(self.registry))
+            try:
+                passed = bool(predicate(measurement))
+            except Exception as exc:
+                return False, False, _raised(name, exc)
+            return passed, passed, None
         result: dict[str, bool] = {}
         errors: list[str] = []
         for component, name in entry.conditions.items():
@@ -75,4 +82,8 @@ class Predicates:
         try:
             return bool(predicate(value)), None
         except Exception as exc:
-            return False, f"predicate {name!r} raised {type(exc).__name__}: {exc}"
+            return False, _raised(name, exc)
+
+
+def _raised(name: str, exc: Exception) -> str:
+    return f"predicate {name!r} raised {type(exc).__name__}: {exc}"
