@@ -31,7 +31,6 @@ from blackboard._json import encode, encode_decoded, is_utf8
 from blackboard._reader import BoardReader
 from blackboard._records import Notification, Outcome, Record, RecordKind, RunStatus
 from blackboard._regions import Agent, Level, Premise, Region
-from blackboard._shells import shell_of
 from blackboard._writes import (
     Accept,
     AdmissionRule,
@@ -56,6 +55,7 @@ from blackboard.errors import (
     WriterError,
 )
 from blackboard.faults import fault_point
+from blackboard.frozen import builder
 from blackboard.stores import (
     Appended,
     AppendOutcome,
@@ -117,19 +117,8 @@ class Judged:
     judged_by: Control = field(repr=False, compare=False)
 
 
-_JudgedShell = shell_of(Judged)
-_new = object.__new__
-
-
-def _new_judged(proposed: ProposedWrite, verdict: Accept | Reject, judged_by: Control) -> Judged:
-    """``Judged(...)``, built at a shell's cost (``_shells``): one per attempt judged."""
-    shell = _new(_JudgedShell)
-    shell.proposed = proposed
-    shell.verdict = verdict
-    shell.judged_by = judged_by
-    shell.__class__ = Judged
-    judged: Judged = shell
-    return judged
+_new_judged: Callable[[ProposedWrite, Accept | Reject, Control], Judged] = builder(Judged)
+"""``Judged(...)`` at a plain object's cost (``blackboard.frozen``): one per attempt judged."""
 
 
 class Control:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from blackboard._shells import shell_of
+from blackboard.frozen import builder
 
 __all__ = [
     "BoardState",
@@ -62,33 +63,10 @@ class Record:
     idempotency_key: str | None = None
 
 
-_RecordShell = shell_of(Record)
-_new = object.__new__
-
-
-def new_record(
-    sequence: int,
-    kind: RecordKind,
-    region: str | None,
-    writer: str,
-    content: Any,
-    version: int | None,
-    at: datetime,
-    idempotency_key: str | None,
-) -> Record:
-    """``Record(...)`` with every field given, built at a shell's cost (``_shells``)."""
-    shell = _new(_RecordShell)
-    shell.sequence = sequence
-    shell.kind = kind
-    shell.region = region
-    shell.writer = writer
-    shell.content = content
-    shell.version = version
-    shell.at = at
-    shell.idempotency_key = idempotency_key
-    shell.__class__ = Record
-    record: Record = shell
-    return record
+new_record: Callable[
+    [int, RecordKind, str | None, str, Any, int | None, datetime, str | None], Record
+] = builder(Record)
+"""``Record(...)`` with every field given, positionally, at a plain object's cost."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from blackboard._shells import shell_of
+from blackboard.frozen import builder
 
 if TYPE_CHECKING:
     from blackboard._reader import BoardReader
@@ -96,19 +96,8 @@ class Written:
     repeat: bool = False
 
 
-_WrittenShell = shell_of(Written)
-_new = object.__new__
-
-
-def new_written(sequence: int, version: int | None, repeat: bool) -> Written:
-    """``Written(...)`` with every field given, built at a shell's cost (``_shells``)."""
-    shell = _new(_WrittenShell)
-    shell.sequence = sequence
-    shell.version = version
-    shell.repeat = repeat
-    shell.__class__ = Written
-    written: Written = shell
-    return written
+new_written: Callable[[int, int | None, bool], Written] = builder(Written)
+"""``Written(sequence, version, repeat)`` at a plain object's cost (``blackboard.frozen``)."""
 
 
 @dataclass(frozen=True, slots=True)

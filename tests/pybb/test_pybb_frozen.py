@@ -1,4 +1,4 @@
-"""The engine's cheap construction of frozen dataclasses (``pybb._engine.frozen.builder``).
+"""The engine's cheap construction of frozen dataclasses (``blackboard.frozen.builder``).
 
 What it builds must be exactly what the class's own constructor builds: the same class,
 equal field by field, hashed and printed the same, and as frozen.
@@ -7,13 +7,13 @@ equal field by field, hashed and printed the same, and as frozen.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 from blackboard import ProposedContribution
+from blackboard.frozen import builder
 from pybb import BlackboardEntry, Chain, Segment, Stage
-from pybb._engine.frozen import builder
 
 
 def _same(built: Any, expected: Any) -> None:
@@ -57,47 +57,3 @@ def test_a_built_entry_is_the_constructors_value() -> None:
     _same(built, BlackboardEntry(*values))
     with pytest.raises(TypeError):  # every field is given, none defaulted
         builder(BlackboardEntry)(*values[:-1])
-
-
-def test_only_a_frozen_slotted_dataclass_of_plain_fields_is_taken() -> None:
-    @dataclasses.dataclass(slots=True)
-    class Mutable:
-        a: int
-
-    @dataclasses.dataclass(frozen=True)
-    class NoSlots:
-        a: int
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Checked:
-        a: int
-
-        def __post_init__(self) -> None:
-            assert self.a > 0
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Derived(Checked):
-        b: int = 0
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class NotInit:
-        a: int
-        b: int = dataclasses.field(default=0, init=False)
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Given:
-        a: int
-        scale: dataclasses.InitVar[int] = 1
-
-    for cls in (Mutable, NoSlots, Checked, Derived, NotInit, Given, dict):
-        with pytest.raises(TypeError):
-            builder(cls)
-
-
-def test_a_class_variable_is_no_field_and_does_not_stand_in_the_way() -> None:
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Limited:
-        a: int
-        limit: ClassVar[int] = 3
-
-    _same(builder(Limited)(7), Limited(7))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeAlias
@@ -19,8 +19,8 @@ from typing import Any, Protocol, TypeAlias
 from blackboard._claims import Claim, Fence
 from blackboard._json import UNDECODED, decode
 from blackboard._records import Outcome, Record, RecordKind, new_record
-from blackboard._shells import shell_of
 from blackboard.errors import IdempotencyKeyError, StoreError
+from blackboard.frozen import builder
 
 __all__ = [
     "AppendOutcome",
@@ -71,35 +71,11 @@ class PendingWrite:
     content: Any = field(default=UNDECODED, compare=False, repr=False)
 
 
-_PendingShell = shell_of(PendingWrite)
-_new = object.__new__
-
-
-def new_pending(
-    kind: RecordKind,
-    region: str | None,
-    writer: str,
-    payload: str,
-    expected_version: int | None,
-    unique_key: str | None,
-    idempotency_key: str | None,
-    check_permission: bool,
-    content: Any,
-) -> PendingWrite:
-    """``PendingWrite(...)`` with every field given, at a shell's cost (``_shells``)."""
-    shell = _new(_PendingShell)
-    shell.kind = kind
-    shell.region = region
-    shell.writer = writer
-    shell.payload = payload
-    shell.expected_version = expected_version
-    shell.unique_key = unique_key
-    shell.idempotency_key = idempotency_key
-    shell.check_permission = check_permission
-    shell.content = content
-    shell.__class__ = PendingWrite
-    write: PendingWrite = shell
-    return write
+new_pending: Callable[
+    [RecordKind, str | None, str, str, int | None, str | None, str | None, bool, Any],
+    PendingWrite,
+] = builder(PendingWrite)
+"""``PendingWrite(...)`` with every field given, at a plain object's cost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,16 +85,8 @@ class Appended:
     record: Record
 
 
-_AppendedShell = shell_of(Appended)
-
-
-def new_appended(record: Record) -> Appended:
-    """``Appended(record)``, built at a shell's cost (``_shells``)."""
-    shell = _new(_AppendedShell)
-    shell.record = record
-    shell.__class__ = Appended
-    appended: Appended = shell
-    return appended
+new_appended: Callable[[Record], Appended] = builder(Appended)
+"""``Appended(record)`` at a plain object's cost (``blackboard.frozen``)."""
 
 
 @dataclass(frozen=True, slots=True)

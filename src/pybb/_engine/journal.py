@@ -31,8 +31,8 @@ from blackboard import (
     WriteResult,
     Written,
 )
+from blackboard.frozen import builder
 from pybb._engine.admission import PybbRule
-from pybb._engine.frozen import builder
 from pybb._engine.projection import (
     CYCLE,
     ESCALATIONS,

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from blackboard import Record
-from pybb._engine.frozen import builder
+from blackboard.frozen import builder
 from pybb._engine.projection import GENERATION_MARK, KINDS, EntryState, View, base_key
 from pybb._engine.types import BlackboardEntry, HistoryEvent, Resolution, Segment
 from pybb._engine.values import copy_value

@@ -24,7 +24,7 @@ from storekit import pg_server
 REPO = Path(__file__).resolve().parents[3]
 CORE = [
     "src/blackboard/_control.py",
-    "src/blackboard/_shells.py",
+    "src/blackboard/frozen.py",
     "src/blackboard/stores/_base.py",
     "src/blackboard/stores/_memory.py",
     "src/blackboard/stores/_sqlite.py",
@@ -53,7 +53,7 @@ SUITE = [
     "tests/blackboard/test_judge.py",
     "tests/blackboard/test_store_faults.py",
     "tests/blackboard/test_malformed_inputs.py",
-    "tests/blackboard/test_shells.py",
+    "tests/blackboard/test_frozen_builders.py",
     "tests/blackboard/postgres/test_pg_store.py",
     "tests/blackboard/postgres/test_pg_faults.py",
     "tests/blackboard/postgres/test_pg_check_store.py",

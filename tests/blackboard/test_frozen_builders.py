@@ -1,7 +1,7 @@
 """The kernel's quick builders make exactly what the frozen classes' constructors make.
 
 ``new_record``, ``new_pending``, ``new_written`` and ``new_appended`` build their frozen
-dataclass through a mutable shell of the same layout (``blackboard._shells``). Whatever
+dataclass through a plain twin of the same layout (``blackboard.frozen``). Whatever
 they build must be indistinguishable from the constructor's object: same type, equal,
 same hash and repr, still frozen, and copied, replaced and pickled like it.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-from dataclasses import FrozenInstanceError, dataclass, fields
+from dataclasses import FrozenInstanceError, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
@@ -31,8 +31,8 @@ from blackboard import (
 )
 from blackboard._json import UNDECODED
 from blackboard._records import new_record
-from blackboard._shells import shell_of
 from blackboard._writes import new_written
+from blackboard.frozen import builder
 from blackboard.stores import Appended, MemoryStore, PendingWrite, SQLiteStore
 from blackboard.stores._base import new_appended, new_pending
 
@@ -153,25 +153,49 @@ def test_records_on_the_board_are_frozen_records(store_kind: str, tmp_path: Any)
     model.close()
 
 
-def test_a_shell_is_refused_for_a_class_it_cannot_stand_for() -> None:
-    class Plain:
-        pass
-
-    @dataclass(frozen=True)
-    class Unslotted:
+def test_only_a_frozen_slotted_dataclass_of_plain_fields_is_taken() -> None:
+    @dataclasses.dataclass(slots=True)
+    class Mutable:
         a: int
 
-    @dataclass(frozen=True, slots=True)
-    class Base:
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
         a: int
 
-    @dataclass(frozen=True, slots=True)
-    class Derived(Base):
-        b: int
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        a: int
 
-    for cls in (Plain, Unslotted, Derived):
-        with pytest.raises(TypeError, match=cls.__name__):
-            shell_of(cls)
+        def __post_init__(self) -> None:
+            assert self.a > 0
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived(Checked):
+        b: int = 0
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class NotInit:
+        a: int
+        b: int = dataclasses.field(default=0, init=False)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Given:
+        a: int
+        scale: dataclasses.InitVar[int] = 1
+
+    for cls in (Mutable, NoSlots, Checked, Derived, NotInit, Given, dict):
+        with pytest.raises(TypeError):
+            builder(cls)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limited:  # at module level: pickling finds it by name
+    a: int
+    limit: ClassVar[int] = 3
+
+
+def test_a_class_variable_is_no_field_and_does_not_stand_in_the_way() -> None:
+    same_object(builder(Limited)(7), Limited(7))
 
 
 def test_a_copied_pending_write_still_says_undecoded() -> None:

@@ -1,21 +1,23 @@
-"""Building the frozen, slotted dataclasses the engine makes per record, at a plain object's cost.
+"""Frozen, slotted dataclasses built at a plain object's cost, for a hot path.
 
 A frozen dataclass's generated ``__init__`` sets each field through
 ``object.__setattr__(self, name, value)`` (its own ``__setattr__`` refuses): a global
-look-up, an attribute look-up and a generic call per field. The engine builds a
-``ProposedContribution`` for every record it writes and a ``BlackboardEntry`` for every
-``get_entry`` (about eight per W1 entry), so that cost is paid millions of times.
+look-up, an attribute look-up and a generic call per field, about 1.6 us for a
+:class:`~blackboard.Record`'s eight fields. The kernel builds several such objects for
+every write (``Record``, ``PendingWrite``, ``Appended``, ``Written``) and pybb's engine
+several per record it proposes (``ProposedContribution``, ``BlackboardEntry``).
 
 :func:`builder` makes the cheaper constructor once per class: an instance of a private
 twin class with the very same ``__slots__`` (and no frozen ``__setattr__``) takes the
 fields as plain slot stores, then its ``__class__`` becomes the frozen class, which
-Python allows only between identical layouts (it raises ``TypeError`` otherwise). What
-comes out is an ordinary instance of the frozen class, as if its constructor had built
-it: equal, hashed and printed the same, and frozen; nothing else ever holds the twin.
-About a third of the constructor's time (three fields: ~110 ns against ~350 ns).
+CPython allows only between identical layouts (``builder`` tries it once, so a layout
+that differs fails when the builder is made, not on a write). What comes out is an
+ordinary instance of the frozen class, as if its constructor had built it: equal, hashed,
+printed, copied and pickled the same, and frozen; nothing else ever holds the twin.
+About a fifth of the constructor's time for eight fields, a third for three.
 
-``buddhi._frozen.builder`` is the same mechanism for buddhi's hot path; pybb and buddhi
-may not import each other (``DESIGN.md``), so each keeps its own.
+This is the kernel's and its applications' one such mechanism (docs/adr/0025); only
+``buddhi``, which is usable without the kernel, keeps its own (``buddhi._frozen``).
 """
 
 from __future__ import annotations
@@ -50,12 +52,14 @@ def builder(cls: type[_T]) -> Callable[..., _T]:
     body = "".join(f"    built.{name} = {name}\n" for name in names)
     source = (
         f"def build_{cls.__name__}({arguments}):\n"
-        f"    built = _twin()\n{body}    built.__class__ = _cls\n    return built\n"
+        f"    built = _new(_twin)\n{body}    built.__class__ = _cls\n    return built\n"
     )
-    scope: dict[str, Any] = {"_twin": twin, "_cls": cls}
+    probe: Any = object.__new__(twin)
+    probe.__class__ = cls  # raises TypeError here if the layouts ever differ
+    scope: dict[str, Any] = {"_twin": twin, "_cls": cls, "_new": object.__new__}
     exec(source, scope)  # the way dataclasses itself builds ``__init__``
     build: Callable[..., _T] = scope[f"build_{cls.__name__}"]
-    build.__doc__ = f"Build a {cls.__qualname__} from its fields (see pybb._engine.frozen)."
+    build.__doc__ = f"Build a {cls.__qualname__} from its fields (see blackboard.frozen)."
     return build
 
 
