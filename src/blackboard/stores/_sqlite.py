@@ -109,6 +109,7 @@ _BUSY_RETRIES = 10  # on top of busy_timeout: a stuck lock surfaces within a min
 # RecordKind.X costs about 0.1 µs a look-up (the enum metaclass); these are per write.
 _LEVEL, _PREMISE, _GRANT = RecordKind.LEVEL, RecordKind.PREMISE, RecordKind.GRANT
 _REVOKE, _CLOSE = RecordKind.REVOKE, RecordKind.CLOSE
+_OPEN = Outcome(RunStatus.OPEN)
 
 ConnectionFactory = Callable[[str], sqlite3.Connection]
 
@@ -294,17 +295,27 @@ class SQLiteStore(Store):
 
     def find_keys(self, board_id: str, keys: Sequence[str]) -> dict[str, tuple[Record, str]]:
         """The keys already written, in one query per 500 keys."""
+        result: dict[str, tuple[Record, str]] = self._read(
+            "find idempotency keys", lambda cur: _found_keys(cur, board_id, keys)
+        )
+        return result
 
-        def work(cur: sqlite3.Cursor) -> dict[str, tuple[Record, str]]:
-            found: dict[str, tuple[Record, str]] = {}
-            for start in range(0, len(keys), 500):
-                chunk = list(keys[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = cur.execute(_FIND_KEYS.format(marks), (board_id, *chunk)).fetchall()
-                found.update((row[7], (_record(row[:-1]), str(row[-1]))) for row in rows)
-            return found
+    def read_ahead(
+        self, board_id: str, writes: Sequence[PendingWrite]
+    ) -> tuple[dict[str, tuple[Record, str]], Outcome]:
+        """The writes' keys already written and the run's state, under one lock.
 
-        result: dict[str, tuple[Record, str]] = self._read("find idempotency keys", work)
+        Outside the write lock, as the two reads one after the other: what they say is
+        checked again by the append's transaction.
+        """
+        keys = [w.idempotency_key for w in writes if w.idempotency_key is not None]
+
+        def work(cur: sqlite3.Cursor) -> tuple[dict[str, tuple[Record, str]], Outcome]:
+            return (_found_keys(cur, board_id, keys) if keys else {}), _outcome(cur, board_id)
+
+        result: tuple[dict[str, tuple[Record, str]], Outcome] = self._read(
+            "read ahead of a batch", work
+        )
         return result
 
     def head(self, board_id: str) -> int:
@@ -350,19 +361,7 @@ class SQLiteStore(Store):
 
     def outcome(self, board_id: str) -> Outcome:
         """How the run stands."""
-
-        def work(cur: sqlite3.Cursor) -> Outcome:
-            row = cur.execute(
-                "SELECT r.payload, r.seq FROM bb_boards b JOIN bb_records r"
-                " ON r.board_id = b.board_id AND r.seq = b.closed_seq WHERE b.board_id = ?",
-                (board_id,),
-            ).fetchone()
-            if row is None:
-                return Outcome(RunStatus.OPEN)
-            content = decode(row[0])
-            return Outcome(RunStatus(content["status"]), content["reason"], int(row[1]))
-
-        result: Outcome = self._read("read the run's outcome", work)
+        result: Outcome = self._read("read the run's outcome", lambda cur: _outcome(cur, board_id))
         return result
 
     def permissions(self, board_id: str) -> frozenset[tuple[str, str]]:
@@ -463,6 +462,30 @@ class SQLiteStore(Store):
             return False
 
 
+def _found_keys(
+    cur: sqlite3.Cursor, board_id: str, keys: Sequence[str]
+) -> dict[str, tuple[Record, str]]:
+    found: dict[str, tuple[Record, str]] = {}
+    for start in range(0, len(keys), 500):
+        chunk = list(keys[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        rows = cur.execute(_FIND_KEYS.format(marks), (board_id, *chunk)).fetchall()
+        found.update((row[7], (_record(row[:-1]), str(row[-1]))) for row in rows)
+    return found
+
+
+def _outcome(cur: sqlite3.Cursor, board_id: str) -> Outcome:
+    row = cur.execute(
+        "SELECT r.payload, r.seq FROM bb_boards b JOIN bb_records r"
+        " ON r.board_id = b.board_id AND r.seq = b.closed_seq WHERE b.board_id = ?",
+        (board_id,),
+    ).fetchone()
+    if row is None:
+        return _OPEN
+    content = decode(row[0])
+    return Outcome(RunStatus(content["status"]), content["reason"], int(row[1]))
+
+
 def _head(cur: sqlite3.Cursor, board_id: str) -> int:
     row = cur.execute("SELECT head FROM bb_boards WHERE board_id = ?", (board_id,)).fetchone()
     if row is None:
@@ -528,8 +551,22 @@ class _SQLiteTxn:
 
     def head(self) -> int:
         if self._head is None:
-            self._head = self._stored_head = _head(self.cur, self.board_id)
+            self._read_board()
+        assert self._head is not None
         return self._head
+
+    def _read_board(self) -> None:
+        """The head and the close, in one statement (a write asks for both)."""
+        row = self.cur.execute(
+            "SELECT head, closed_seq FROM bb_boards WHERE board_id = ?", (self.board_id,)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"no board {self.board_id!r} in this store; open it first")
+        if self._head is None:
+            self._head = self._stored_head = int(row[0])
+        if not self._closed_read:
+            self._closed = None if row[1] is None else int(row[1])
+            self._closed_read = True
 
     def flush(self) -> None:
         """Write the records and unique keys held back so far, one statement per table."""
@@ -544,6 +581,9 @@ class _SQLiteTxn:
         # A cursor of its own, closed at once: executemany leaves its statement active,
         # and an active statement keeps a connection that is closed as a last resort
         # (SQLiteStore._rollback) open as a zombie that still holds the write lock.
+        if len(rows) == 1:  # a single row runs to its end: no statement is left active
+            self.cur.execute(sql, rows[0])
+            return
         cursor = self.cur.connection.cursor()
         try:
             cursor.executemany(sql, rows)
@@ -561,11 +601,7 @@ class _SQLiteTxn:
     def closed_at(self) -> int | None:
         # Read once per transaction: only this transaction can change it until COMMIT.
         if not self._closed_read:
-            row = self.cur.execute(
-                "SELECT closed_seq FROM bb_boards WHERE board_id = ?", (self.board_id,)
-            ).fetchone()
-            self._closed = None if row is None or row[0] is None else int(row[0])
-            self._closed_read = True
+            self._read_board()
         return self._closed
 
     def permitted(self, agent: str, region: str) -> bool:
