@@ -19,12 +19,11 @@ which changes what a value is or lets anyone change it once built:
   otherwise). What it returns is an ordinary instance of the frozen class, as if built
   by it; nothing else ever holds the twin.
 
-This is buddhi's one fast-construction mechanism (the kernel and pybb share
-``blackboard.frozen``; buddhi is usable without the kernel, so it keeps its own), kept because it pays on
-a path users see: on ``bench/buddhi_items.py``'s mixed items, ``evaluate_item`` runs
-1.3-1.4x faster with both remedies than with plain dataclasses, and neither remedy alone
-reached 1.3x (``bench/RESULTS.md``, 2026-12-01). The kernel's write path measured below
-that with its own slot setters and builds its values plainly.
+This is buddhi's one fast-construction mechanism, kept because it pays on a path users
+see: on ``bench/buddhi_items.py``'s mixed items, ``evaluate_item`` runs 1.3-1.4x faster
+with both remedies than with plain dataclasses, and neither remedy alone reached 1.3x
+(``bench/RESULTS.md``, 2026-12-01). The kernel and pybb share ``blackboard.frozen``'s
+builder (docs/adr/0025); buddhi is usable without the kernel, so it keeps its own.
 """
 
 from __future__ import annotations
