@@ -8,11 +8,13 @@ board digest and the sequence of the controller's decisions.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from blackboard import Written
 from pybb import (
     AttemptError,
     Blackboard,
@@ -23,8 +25,12 @@ from pybb import (
 )
 from pybb.testing import FakeClock
 
-SCHEMA = 1
-"""The fixture format; a fixture of another schema needs a migration before it replays."""
+SCHEMA = 2
+"""The fixture format; a fixture of another schema needs a migration before it replays.
+
+1: every first verdict and every restore a record of its own. 2 (docs/adr/0026): a new
+entry's first verdict is in its dispatch, a failure handoff's restore in the handoff;
+fixtures keep the board's log, so the next change of format can migrate them too."""
 
 PREDICATES: dict[str, Callable[[Any], bool]] = {
     "lt3": lambda m: m < 3,
@@ -75,7 +81,8 @@ class MenuSource(KnowledgeSource):
         return new
 
 
-def build(scenario: dict[str, Any]) -> tuple[Blackboard, Controller]:
+def build(scenario: dict[str, Any], *, write: bool = True) -> tuple[Blackboard, Controller]:
+    """A fresh memory board and controller for ``scenario``, its entries written if ``write``."""
     board = Blackboard(board_id="golden")
     controller = Controller(board, max_cycles=scenario["max_cycles"], clock=FakeClock())
     for name in PREDICATES:
@@ -91,6 +98,8 @@ def build(scenario: dict[str, Any]) -> tuple[Blackboard, Controller]:
         controller.route_predicate(predicate, **chains(route))
     for key, route in scenario["routes"].items():
         controller.route(key, **chains(route))
+    if not write:
+        return board, controller
     with board.batch():
         for spec in scenario["entries"]:
             entry = BlackboardEntry(
@@ -103,10 +112,17 @@ def build(scenario: dict[str, Any]) -> tuple[Blackboard, Controller]:
 
 
 def replay(
-    scenario: dict[str, Any], controller_class: type[Controller] = Controller
+    scenario: dict[str, Any],
+    controller_class: type[Controller] = Controller,
+    *,
+    built: tuple[Blackboard, Controller] | None = None,
 ) -> dict[str, Any]:
-    """Run a scenario; return its digest, decisions and summary."""
-    board, controller = build(scenario)
+    """Run a scenario; return its digest, decisions and summary.
+
+    ``built``: the board and controller to run it on (default: ``build(scenario)``), e.g.
+    a board ``write_log`` made from part of an earlier run's log, to run it on from there.
+    """
+    board, controller = build(scenario) if built is None else built
     controller.__class__ = controller_class
     summaries = [controller.run()]
     for answer in scenario["resolutions"]:
@@ -124,6 +140,7 @@ def replay(
     return {
         "digest": board.digest(),
         "decisions": decisions(board),
+        "log": board_log(board),
         "summary": {
             "halted": last.halted.value,
             "cycles": last.cycles,
@@ -149,20 +166,141 @@ def decisions(board: Blackboard) -> list[list[Any]]:
 
 def _decision(kind: str, data: Any) -> str:
     if kind == "verdict":
-        return "good" if data["good_standing"] else "bad"
+        return _verdict(data)
     if kind == "dispatch":
-        return f"{data['chain']}:{','.join(data['sources'])}"
+        chain = f"{data['chain']}:{','.join(data['sources'])}"
+        return f"{_verdict(data)};{chain}" if "good_standing" in data else chain
     if kind == "attempt":
         return f"{data['status']}:{data.get('error', '')}"
     if kind == "handoff":
-        return f"{data['reason']}:{data['to']}"
+        handoff = f"{data['reason']}:{data['to']}"
+        restored = data.get("restore")
+        return f"{_restored(restored)};{handoff}" if restored else handoff
     if kind == "restore":
-        return str(data.get("component") or "whole")
+        return _restored(data)
     if kind == "escalation":
         return f"{data['reason']}:{data['source']}"
     if kind == "resolution":
         return str(data["decision"])
     return ""
+
+
+def _verdict(data: Any) -> str:
+    return "good" if data["good_standing"] else "bad"
+
+
+def _restored(data: Any) -> str:
+    return str(data.get("component") or "whole")
+
+
+# -- the board's log, and its migration ---------------------------------------------------------
+
+LogRecord = list[Any]
+"""``[sequence, kind, region, writer, content, version, idempotency_key]`` of one record."""
+
+
+def fixture_text(fixture: dict[str, Any]) -> str:
+    """A fixture as its file holds it: one line per decision and per log record."""
+    lines = ["{"]
+    for index, name in enumerate(sorted(fixture)):
+        value = fixture[name]
+        comma = "," if index < len(fixture) - 1 else ""
+        if name in ("decisions", "log"):
+            rows = [json.dumps(row, sort_keys=True) for row in value]
+            lines.append(f' "{name}": [')
+            lines.extend(f"  {row}{',' if i < len(rows) - 1 else ''}" for i, row in enumerate(rows))
+            lines.append(f" ]{comma}")
+        else:
+            lines.append(f' "{name}": {json.dumps(value, sort_keys=True)}{comma}')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def board_log(board: Blackboard) -> list[LogRecord]:
+    """Every record of the board, as a fixture keeps it."""
+    return [
+        [r.sequence, r.kind.value, r.region, r.writer, r.content, r.version, r.idempotency_key]
+        for r in board.model.reader.log()
+    ]
+
+
+def write_log(log: list[LogRecord], scenario: dict[str, Any]) -> tuple[Blackboard, Controller]:
+    """A fresh board holding exactly ``log``, with the controller ``scenario`` builds for it.
+
+    The records go through the kernel's own write path (its sequence, its idempotency
+    keys, pybb's admission rule), not round it; the board's own opening records it
+    writes itself.
+    """
+    board, controller = build(scenario, write=False)
+    control = board.model.control
+    for sequence, kind, region, writer, content, version, once in log:
+        if writer == "@board":
+            continue
+        if kind == "premise":
+            written = control.set_premise(
+                writer, region, content, expected_version=version - 1, idempotency_key=once
+            )
+        else:
+            written = control.write(writer, region, content, idempotency_key=once)
+        assert isinstance(written, Written), (sequence, written)
+        assert written.sequence == sequence, (sequence, written.sequence)
+    return board, controller
+
+
+def migrate_log(log: list[LogRecord]) -> list[LogRecord]:
+    """A schema-1 board log as schema 2 writes it (docs/adr/0026); a schema-2 log unchanged.
+
+    A new entry's first verdict goes into its dispatch, which takes the verdict's place
+    in the log, with the ``empty_chain`` escalation that followed it; a failure
+    handoff takes the restore just before it. Every other record keeps its order.
+    """
+    records = [list(record) for record in log]
+    folded: list[LogRecord | None] = list(records)
+    moves: dict[int, list[LogRecord]] = {}  # a first verdict's index -> what takes its place
+    dispatched: set[str] = set()
+    firsts: dict[str, int] = {}  # record key -> index of its first, undispatched verdict
+    for index, record in enumerate(records):
+        region, writer, content = record[2:5]
+        key = content.get("key") if isinstance(content, dict) else None
+        if writer != "controller" or key is None:
+            continue
+        if region == "pybb.verdicts" and key not in dispatched:
+            firsts.setdefault(key, index)
+        elif region == "pybb.dispatches":
+            dispatched.add(key)
+            first = firsts.pop(key, None)
+            if first is None or "good_standing" in content:
+                continue
+            verdict = records[first][4]
+            moved = [[*record[:4], {**verdict, **content}, *record[5:]]]
+            after = records[index + 1] if index + 1 < len(records) else None
+            if (
+                after is not None
+                and after[2] == "pybb.escalations"
+                and after[4].get("key") == key
+                and after[4].get("reason") == "empty_chain"
+            ):
+                moved.append(after)
+                folded[index + 1] = None
+            folded[first] = folded[index] = None
+            moves[first] = moved
+        elif region == "pybb.handoffs" and "restore" not in content and index:
+            before = records[index - 1]
+            if (
+                before[2] == "pybb.restores"
+                and before[3] == "controller"
+                and before[4].get("key") == key
+            ):
+                restored = {k: v for k, v in before[4].items() if k != "key"}
+                folded[index - 1] = None
+                folded[index] = [*record[:4], {**content, "restore": restored}, *record[5:]]
+    migrated: list[LogRecord] = []
+    for index, kept in enumerate(folded):
+        if index in moves:
+            migrated.extend(moves[index])
+        elif kept is not None:
+            migrated.append(kept)
+    return [[sequence, *record[1:]] for sequence, record in enumerate(migrated, start=1)]
 
 
 # -- generating scenarios ---------------------------------------------------------------------

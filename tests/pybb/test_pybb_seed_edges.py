@@ -293,7 +293,8 @@ def test_an_entry_written_to_escalate_is_escalated_once_without_a_predicate(
     escalation = board.get_escalation("e")
     assert escalation is not None and escalation.sequence > 0
     assert escalation.report.reason == "written_to_escalate"
-    assert "verdict" not in [event.kind for event in board.get_history("e")]
+    kinds = [event.kind for event in board.get_history("e")]
+    assert "verdict" not in kinds and "dispatch" not in kinds  # never judged, never placed
     ctl.run()
     assert len(observer.escalations) == 1  # once, not again on the next run
     # a reopened board does not write it a second escalation

@@ -68,7 +68,16 @@ def test_failing_first_verdict_dispatches_onto_on_fail(open_board: OpenBoard) ->
     assert ctl.dispatched["e1"] == (dec,)
     assert board.get_entry("e1").chain is Chain.ON_FAIL
     assert confirm.seen == []
-    assert kinds(board, "e1")[:3] == ["entry", "verdict", "dispatch"]
+    assert kinds(board, "e1")[:3] == ["entry", "dispatch", "attempt"]
+    dispatch = next(e for e in board.get_history("e1") if e.kind == "dispatch")
+    # the first verdict travels with the dispatch it chose (docs/adr/0026)
+    assert dispatch.data == {
+        "key": "e1",
+        "result": False,
+        "good_standing": False,
+        "chain": "on_fail",
+        "sources": ["dec"],
+    }
     assert board.get_entry("e1").measurement == 2
     assert board.get_entry("e1").good_standing
 
@@ -146,10 +155,16 @@ def test_failure_handoff_gives_the_next_source_the_original(open_board: OpenBoar
     ctl.run()
     assert second.seen == [9]
     history = board.get_history("e1")
-    restore = next(e for e in history if e.kind == "restore")
     handoff = next(e for e in history if e.kind == "handoff")
-    assert restore.data["value"] == 9 and restore.sequence < handoff.sequence
-    assert handoff.data == {"key": "e1", "from": "dec", "to": "second", "reason": "exhausted"}
+    # the restore travels with the handoff (docs/adr/0026): no record of its own before it
+    assert [e.kind for e in history if e.sequence < handoff.sequence].count("restore") == 0
+    assert handoff.data == {
+        "key": "e1",
+        "from": "dec",
+        "to": "second",
+        "reason": "exhausted",
+        "restore": {"value": 9},
+    }
 
 
 def test_component_failure_handoff_restores_only_its_component(open_board: OpenBoard) -> None:
@@ -161,8 +176,11 @@ def test_component_failure_handoff_restores_only_its_component(open_board: OpenB
     ctl.route("p1", on_fail=[fix_y, break_x, seen])
     board.write_entry("p1", pair(5, -2))
     ctl.run()
-    restores = [e.data for e in board.get_history("p1") if e.kind == "restore"]
-    assert restores == [{"key": "p1", "component": "x", "value": 5}] * 2
+    history = board.get_history("p1")
+    handoffs = [e.data.get("restore") for e in history if e.kind == "handoff"]
+    restores = [e.data for e in history if e.kind == "restore"]
+    assert handoffs == [None, {"component": "x", "value": 5}]  # success keeps, failure puts back
+    assert restores == [{"key": "p1", "component": "x", "value": 5}]  # the chain's last
     assert seen.seen == [{"x": 5, "y": 4}]  # y's fix kept, x back to the original
     assert board.get_entry("p1").measurement == {"x": 5, "y": 4}
     assert board.get_entry("p1").segment is Segment.ESCALATE
@@ -399,10 +417,8 @@ def test_history_is_the_board_log_and_every_change_is_a_write(open_board: OpenBo
     assert [e.sequence for e in history] == log
     assert kinds(board, "e1") == [
         "entry",
-        "verdict",
         "dispatch",
         "attempt",
-        "restore",
         "handoff",
         "attempt",
         "restore",

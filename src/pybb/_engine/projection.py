@@ -440,6 +440,8 @@ class Projection:
             self._settle(entry)
 
     def _dispatch(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        if "good_standing" in content:  # the first verdict, carried by its dispatch (ADR 0026)
+            self._verdict(entry, content, sequence)
         self.undispatched.pop(entry.key, None)
         name = content["chain"]
         entry.chain_name = _CHAINS[name] if type(name) is str and name in _CHAINS else Chain(name)
@@ -494,6 +496,9 @@ class Projection:
             self._settle(entry)
 
     def _handoff(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        restored = content.get("restore")
+        if restored:  # a failure handoff's restore, carried by it (ADR 0026)
+            self._restore(entry, restored, sequence)
         self._leave(entry)
         entry.position += 1
         _point(entry)

@@ -50,7 +50,7 @@ W1 cycle over 10^5 entries decides some 270,000 records (docs/adr/0020)."""
 
 
 # An enum member read through its class costs about 0.1 µs, and its value as much again.
-_WORKING = Stage.WORKING
+_NEW, _WORKING = Stage.NEW, Stage.WORKING
 _ON_PASS, _ON_FAIL = Chain.ON_PASS.value, Chain.ON_FAIL.value
 
 
@@ -200,9 +200,19 @@ class CycleSteps:
             self._step_done()
 
     def _evaluate_all(self) -> None:
-        """Evaluate every entry whose measurement changed since its last verdict."""
-        for key in self._queue(self._journal.view.dirty):
-            self._evaluate_entry(key)
+        """Evaluate every entry whose measurement changed since its last verdict.
+
+        A new entry's first verdict chooses its chain, so the two are one record: its
+        dispatch, which carries the verdict (docs/adr/0026). Every later verdict is a
+        record of its own.
+        """
+        view = self._journal.view
+        entries = view.entries
+        for key in self._queue(view.dirty):
+            if entries[key].stage is _NEW:
+                self._evaluate_and_dispatch(key)
+            else:
+                self._evaluate_entry(key)
             self._step_done()
 
     def _evaluate_entry(self, key: str) -> bool:
@@ -223,26 +233,40 @@ class CycleSteps:
             self._escalate(entry, None, "changed_after_settling")
         return good
 
+    def _evaluate_and_dispatch(self, key: str) -> None:
+        """Judge a new entry and place it on the chain the verdict chose, in one record."""
+        entry = self._journal.view.entries[key]
+        result, good, error = self._predicates.verdict(entry, entry.measurement)
+        content: dict[str, Any] = {"key": entry.record_key, "result": result, "good_standing": good}
+        if error is not None:
+            content["error"] = error
+        self._emit_dispatch(entry, content, good)
+
     def _dispatch(self) -> None:
-        """Place each newly evaluated entry on the chain its first verdict chose."""
+        """Place each evaluated, undispatched entry on the chain its first verdict chose.
+
+        A cycle judges and dispatches a new entry in one record; this step finds work only
+        on a board whose first verdicts were written apart from their dispatches, before
+        docs/adr/0026 (they read, and run on, as they always did).
+        """
         view = self._journal.view
         for key in self._queue(view.undispatched):
             entry = view.entries[key]
-            route = self._routes.of(key, entry.predicate) or NO_ROUTE
-            passing = entry.good_standing
-            chain = route.on_pass if passing else route.on_fail
-            names, scopes = self._chain_content(chain)
-            content: dict[str, Any] = {
-                "key": entry.record_key,
-                "chain": _ON_PASS if passing else _ON_FAIL,
-                "sources": names,
-            }
-            if scopes:
-                content["scopes"] = scopes
-            self._journal.emit(DISPATCHES, CONTROLLER, content, f"dispatch/{entry.record_key}")
-            if not chain and not passing:
-                self._escalate(entry, None, "empty_chain")
+            self._emit_dispatch(entry, {"key": entry.record_key}, entry.good_standing)
             self._step_done()
+
+    def _emit_dispatch(self, entry: EntryState, content: dict[str, Any], passing: bool) -> None:
+        """Add the chain ``passing`` chooses to ``content`` and write it as the dispatch."""
+        route = self._routes.of(entry.key, entry.predicate) or NO_ROUTE
+        chain = route.on_pass if passing else route.on_fail
+        names, scopes = self._chain_content(chain)
+        content["chain"] = _ON_PASS if passing else _ON_FAIL
+        content["sources"] = names
+        if scopes:
+            content["scopes"] = scopes
+        self._journal.emit(DISPATCHES, CONTROLLER, content, f"dispatch/{entry.record_key}")
+        if not chain and not passing:
+            self._escalate(entry, None, "empty_chain")
 
     def _chain_content(
         self, chain: tuple[KnowledgeSource, ...]
@@ -279,8 +303,9 @@ class CycleSteps:
         """
         entry = self._journal.view.entries[key]
         current = entry.source
+        restored = None
         if restore and current is not None:
-            self._restore(entry, entry.scopes.get(current))
+            restored = self._restore(entry, entry.scopes.get(current))
         position = entry.position + 1
         if position < len(entry.chain):
             following = entry.chain[position]
@@ -288,9 +313,20 @@ class CycleSteps:
                 raise UnknownSourceError(key, following)
             reason = "exhausted" if restore else "passed"
             once = f"handoff/{entry.record_key}/{position}"
-            content = {"key": entry.record_key, "from": current, "to": following, "reason": reason}
+            content: dict[str, Any] = {
+                "key": entry.record_key,
+                "from": current,
+                "to": following,
+                "reason": reason,
+            }
+            if restored is not None:
+                # What the failure handoff put back travels with it (docs/adr/0026).
+                content["restore"] = restored
             self._journal.emit(HANDOFFS, CONTROLLER, content, once)
-        elif restore and entry.chain_name is Chain.ON_PASS:
+            return
+        if restored is not None:  # the chain ends here: the restore is a record of its own
+            self._journal.emit(RESTORES, CONTROLLER, {"key": entry.record_key, **restored}, None)
+        if restore and entry.chain_name is Chain.ON_PASS:
             # Every confirmation failed, however it said so (raised, or left the entry
             # failing): the pass was provisional, and the restored original that passed
             # the cheap check is not a confirmation.
@@ -300,12 +336,13 @@ class CycleSteps:
         else:
             self._escalate(entry, current, "exhausted" if restore else "end_of_route")
 
-    def _restore(self, entry: EntryState, component: str | None) -> None:
+    def _restore(self, entry: EntryState, component: str | None) -> dict[str, Any]:
+        """What a failure handoff puts back: ``component`` of the original, or all of it."""
         original = entry.original if component is None else entry.original[component]
-        content: dict[str, Any] = {"key": entry.record_key, "value": original}
+        restored: dict[str, Any] = {"value": original}
         if component is not None:
-            content["component"] = component
-        self._journal.emit(RESTORES, CONTROLLER, content, None)
+            restored["component"] = component
+        return restored
 
     def _run_sources(self) -> None:
         """Let each source work on the entries of its partition that need it."""

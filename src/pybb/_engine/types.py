@@ -299,7 +299,11 @@ class HistoryEvent:
     Attributes:
         sequence: Its place in the board's gap-free sequence.
         kind: ``entry``, ``verdict``, ``dispatch``, ``attempt``, ``handoff``,
-            ``restore``, ``change``, ``escalation``, ``resolution`` or ``cycle``.
+            ``restore``, ``change``, ``escalation``, ``resolution`` or ``cycle``. A
+            new entry's first verdict is in its ``dispatch`` (``result``,
+            ``good_standing``), and a failure handoff's restore in the ``handoff``
+            (``restore``: ``value`` and, for a component, ``component``); a board
+            written before docs/adr/0026 has them as records of their own.
         key: The entry it concerns (``None`` for ``cycle``).
         writer: Who wrote it (``app``, ``controller`` or ``ks:<source name>``).
         data: The record as written.

@@ -1,23 +1,23 @@
 """Record RA-09's golden runs: ``python tests/pybb/golden/make_golden.py [--count 50]``.
 
 Each fixture holds a scenario (generated from its seed), the board digest of running it,
-the controller's decisions in order, and the final summary. Re-record only when the
-record format changes on purpose (bump ``pybb_golden.SCHEMA`` and keep the old fixtures
-replaying, or migrate them with a tested migration); a fixture that stops replaying
-otherwise is a regression.
+the controller's decisions in order, the board's log and the final summary. Re-record
+only when the record format changes on purpose: bump ``pybb_golden.SCHEMA``, keep the
+old fixtures under ``schema-<n>/`` and migrate their logs with a tested migration
+(``test_pybb_golden_migration.py``); a fixture that stops replaying otherwise is a
+regression.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pybb_golden import SCHEMA, replay, scenario  # noqa: E402
+from pybb_golden import SCHEMA, fixture_text, replay, scenario  # noqa: E402
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
         recorded = replay(spec)
         fixture = {"schema": SCHEMA, "seed": seed, "scenario": spec, **recorded}
         path = HERE / f"run-{seed}.json"
-        path.write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n")
+        path.write_text(fixture_text(fixture))
         print(f"{path.name}: {len(recorded['decisions'])} decisions, {recorded['summary']}")
 
 

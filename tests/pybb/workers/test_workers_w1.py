@@ -119,7 +119,9 @@ def _wait_until_holding(pg_run: PgRun, board: str, name: str) -> dict[str, int]:
     """Wait until the run is under way and ``name`` holds claims; its keys and tokens."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        settled = sum(1 for row in pg_run.rows(board) if row[1] == "pybb.verdicts")
+        # a judged entry: its first verdict is in its dispatch (docs/adr/0026), later ones apart
+        judged = ("pybb.dispatches", "pybb.verdicts")
+        settled = sum(1 for row in pg_run.rows(board) if row[1] in judged)
         held = {k: t for k, (h, t) in pg_run.claims(board).items() if h == name}
         if held and settled >= N // 3:
             return dict(sorted(held.items()))
