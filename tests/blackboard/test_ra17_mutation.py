@@ -52,6 +52,7 @@ TESTS = [
     "tests/blackboard/test_rejection_messages.py",
     "tests/blackboard/test_malformed_inputs.py",
     "tests/blackboard/test_store_faults.py",
+    "tests/blackboard/test_idempotency_prints.py",
     "tests/blackboard/postgres/test_pg_check_store.py",
 ]
 KILLED = {"killed", "timeout"}

@@ -319,6 +319,103 @@ def test_batch_with_a_reused_key_writes_nothing(store_spec: StoreSpec) -> None:
     assert model.reader.head() == OPENING
 
 
+def test_a_repeat_in_its_batch_a_later_batch_or_alone_returns_the_first_write(
+    store_spec: StoreSpec,
+) -> None:
+    """Same key, same write: the first sequence (and version), however it comes again."""
+    model = _model(store_spec)
+    control = model.control
+    finding = ProposedContribution("w", "findings", {"f": 1})
+    cas = ProposedPremiseWrite("w", "window", 6, 1)
+    first_finding, first_cas = Written(OPENING + 1), Written(OPENING + 2, 2)
+    again_finding = Written(OPENING + 1, repeat=True)
+    again_cas = Written(OPENING + 2, 2, repeat=True)
+    keys = ["k1", "k2", "k1", "k2"]
+    batch = control.write_all([finding, cas, finding, cas], idempotency_keys=keys)
+    assert batch == [first_finding, first_cas, again_finding, again_cas]
+    later = control.write_all([cas, finding], idempotency_keys=["k2", "k1"])
+    assert later == [again_cas, again_finding]
+    assert control.write("w", "findings", {"f": 1}, idempotency_key="k1") == again_finding
+    assert control.set_premise("w", "window", 6, expected_version=1, idempotency_key="k2") == (
+        again_cas
+    )
+    # Further on, the expected version a repeat must match is 2, told by version 3.
+    third = control.set_premise("w", "window", 7, expected_version=2, idempotency_key="k3")
+    assert third == Written(OPENING + 3, 3)
+    repeat = control.set_premise("w", "window", 7, expected_version=2, idempotency_key="k3")
+    assert repeat == Written(OPENING + 3, 3, repeat=True)
+    assert control.write_all([ProposedPremiseWrite("w", "window", 7, 2)], idempotency_keys=["k3"])
+    assert model.reader.head() == OPENING + 3
+
+
+def _write_one(model: Model, proposed: ProposedWrite, key: str) -> Any:
+    if isinstance(proposed, ProposedContribution):
+        return model.control.write(
+            proposed.writer, proposed.level, proposed.content, idempotency_key=key
+        )
+    assert isinstance(proposed, ProposedPremiseWrite)
+    return model.control.set_premise(
+        proposed.writer,
+        proposed.premise,
+        proposed.value,
+        expected_version=proposed.expected_version,
+        idempotency_key=key,
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "changed"),
+    [
+        pytest.param("k1", ProposedContribution("w", "findings", {"f": 2}), id="content"),
+        pytest.param("k1", ProposedContribution("v", "findings", {"f": 1}), id="writer"),
+        pytest.param("k1", ProposedContribution("w", "hypotheses", {"f": 1}), id="level"),
+        pytest.param("k2", ProposedPremiseWrite("w", "window", 7, 1), id="premise-value"),
+        pytest.param("k2", ProposedPremiseWrite("v", "window", 6, 1), id="premise-writer"),
+        # The premise's current version: admitted, were it not for the key.
+        pytest.param("k2", ProposedPremiseWrite("w", "window", 6, 3), id="expected-version"),
+        pytest.param("k2", ProposedContribution("w", "findings", 6), id="kind"),
+    ],
+)
+def test_a_key_reused_for_a_write_differing_in_one_field_raises_and_writes_nothing(
+    store_spec: StoreSpec, key: str, changed: ProposedWrite
+) -> None:
+    model = _model(store_spec)
+    control = model.control
+    assert control.write("w", "findings", {"f": 1}, idempotency_key="k1") == Written(OPENING + 1)
+    cas = control.set_premise("w", "window", 6, expected_version=1, idempotency_key="k2")
+    assert cas == Written(OPENING + 2, 2)
+    assert control.set_premise("w", "window", 6, expected_version=2) == Written(OPENING + 3, 3)
+    before, digest = model.reader.log(), model.reader.digest()
+    with pytest.raises(IdempotencyKeyError, match=f"'{key}' was already used"):
+        _write_one(model, changed, key)
+    with pytest.raises(IdempotencyKeyError, match=f"'{key}' was already used"):
+        control.write_all(
+            [ProposedContribution("w", "findings", {"new": 1}), changed],
+            idempotency_keys=[None, key],
+        )
+    assert model.reader.log() == before and model.reader.digest() == digest
+
+
+@pytest.mark.parametrize(
+    ("first", "changed"),
+    [
+        (ProposedContribution("w", "findings", {"f": 1}), ProposedContribution("w", "findings", 2)),
+        (ProposedContribution("w", "findings", 1), ProposedContribution("v", "findings", 1)),
+        (ProposedContribution("w", "findings", 1), ProposedContribution("w", "hypotheses", 1)),
+        # The first lands at version 2, so the second is at the premise's version then.
+        (ProposedPremiseWrite("w", "window", 6, 1), ProposedPremiseWrite("w", "window", 6, 2)),
+    ],
+)
+def test_a_key_reused_inside_one_batch_raises_and_writes_nothing_of_it(
+    store_spec: StoreSpec, first: ProposedWrite, changed: ProposedWrite
+) -> None:
+    model = _model(store_spec)
+    before = model.reader.log()
+    with pytest.raises(IdempotencyKeyError, match="'same' was already used"):
+        model.control.write_all([first, changed], idempotency_keys=["same", "same"])
+    assert model.reader.log() == before
+
+
 def test_batch_commits_admitted_writes_and_reports_each(store_spec: StoreSpec) -> None:
     model = _model(store_spec)
     results = model.control.write_all(

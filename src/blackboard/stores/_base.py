@@ -36,6 +36,8 @@ __all__ = [
     "VersionConflict",
     "apply_writes",
     "fingerprint",
+    "fingerprint_is_derivable",
+    "stored_fingerprint",
 ]
 
 
@@ -149,6 +151,37 @@ def fingerprint(write: PendingWrite) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
+def stored_fingerprint(
+    kind: RecordKind | str, region: str | None, writer: str, payload: str, version: int | None
+) -> str:
+    """:func:`fingerprint` of the write that stored a record with these fields.
+
+    ``payload`` is the canonical text the record was stored with and ``kind`` its kind
+    (or the kind's value). Exact for every write the kernel makes: a premise's expected
+    version is one below the version it set (none for its opening value, version 1) and
+    other kinds have none. A write outside that (see :func:`fingerprint_is_derivable`)
+    leaves no trace of its expected version in its record, so its fingerprint must be
+    kept instead.
+    """
+    value = kind._value_ if isinstance(kind, RecordKind) else kind
+    expected = ""  # the inverse of _next_version: version 1 is an opening value
+    if value == "premise" and version is not None and version > 1:
+        expected = str(version - 1)
+    parts = (value, region or "", writer, payload, expected)
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def fingerprint_is_derivable(write: PendingWrite) -> bool:
+    """Whether :func:`stored_fingerprint` of the record ``write`` stores is its fingerprint.
+
+    True for every write the kernel makes (``Control`` admits only whole expected versions
+    of at least 1, and only for premises). A store used directly may be handed others: a
+    level with an expected version, or ``True`` as one (``str(True)`` is not ``"1"``).
+    """
+    expected = write.expected_version
+    return expected is None or (write.kind is _PREMISE and type(expected) is int and expected >= 1)
+
+
 class Transaction(Protocol):
     """The primitives a backend offers inside one admitting transaction.
 
@@ -158,6 +191,15 @@ class Transaction(Protocol):
       idempotency key may say so with a class attribute ``keyless_fingerprints = False``:
       :func:`apply_writes` then passes ``""`` to :meth:`insert` for keyless writes instead
       of computing a SHA-256 no one will compare. Without it, every write's is computed.
+    - A transaction that can tell a keyed write's fingerprint from the record it stored
+      (:func:`stored_fingerprint` of its kind, region, writer, payload text and version)
+      may say so with a class attribute ``derives_fingerprints = True``: :meth:`find_key`
+      then answers that derived fingerprint, and :func:`apply_writes` computes a write's
+      only when its key is found, passing ``""`` to :meth:`insert` for every write whose
+      fingerprint is derivable (:func:`fingerprint_is_derivable`). The others, keyed,
+      come with their fingerprint, which the transaction must keep and answer instead of
+      the derived one. The SHA-256 of a keyed write was 8 % of a W1 entry's instructions
+      on the memory store, and is only ever compared when the key comes again.
     - A method ``prefetch_keys(keys)``, if present, is called once per batch with the
       batch's idempotency keys before any :meth:`find_key`, so that a backend can look
       them all up in one query; :meth:`find_key` must still answer exactly as without it
@@ -187,7 +229,11 @@ class Transaction(Protocol):
         ...
 
     def find_key(self, key: str) -> tuple[Record, str] | None:
-        """The record written under an idempotency key, and its write's fingerprint."""
+        """The record written under an idempotency key, and its write's fingerprint.
+
+        The fingerprint is the one :meth:`insert` was given, or, where that was ``""``
+        and the transaction ``derives_fingerprints``, the one derived from the record.
+        """
         ...
 
     def holds(self, holder: str, keys: frozenset[str]) -> bool:
@@ -204,6 +250,8 @@ class Transaction(Protocol):
         LEVEL also records ``write.unique_key``; PREMISE sets the premise's version;
         GRANT/REVOKE add/remove ``(record.content["agent"], record.region)``; CLOSE
         marks the run closed with ``record.content["status"]`` and ``["reason"]``.
+        ``fingerprint`` is ``""`` where no one will compare it or it is derived (see the
+        optional extras above).
         """
         ...
 
@@ -221,6 +269,7 @@ def apply_writes(
         return [ClaimLost(fence.holder)] * len(writes)
     at = datetime.now(UTC)  # the system clock, as fromtimestamp(time.time()) but in one call
     every_print = getattr(txn, "keyless_fingerprints", True)
+    derive = getattr(txn, "derives_fingerprints", False)
     prefetch = getattr(txn, "prefetch_keys", None)
     if prefetch is not None:
         keys = [w.idempotency_key for w in writes if w.idempotency_key is not None]
@@ -232,22 +281,35 @@ def apply_writes(
         if pairs:
             prefetch(pairs)
     if len(writes) == 1:  # a single write: no comprehension's frame around it
-        return [_apply_one(txn, writes[0], at, every_print)]
-    return [_apply_one(txn, write, at, every_print) for write in writes]
+        return [_apply_one(txn, writes[0], at, every_print, derive)]
+    return [_apply_one(txn, write, at, every_print, derive) for write in writes]
 
 
 def _apply_one(
-    txn: Transaction, write: PendingWrite, at: datetime, every_print: bool = True
+    txn: Transaction,
+    write: PendingWrite,
+    at: datetime,
+    every_print: bool = True,
+    derive: bool = False,
 ) -> AppendOutcome:
     # A fingerprint is only ever compared under an idempotency key; a transaction that
-    # keeps none for keyless writes (keyless_fingerprints = False) is spared the SHA-256.
-    print_ = fingerprint(write) if every_print or write.idempotency_key is not None else ""
-    if write.idempotency_key is not None:
-        found = txn.find_key(write.idempotency_key)
+    # keeps none for keyless writes (keyless_fingerprints = False) is spared the SHA-256,
+    # and one that derives it from the stored record (derives_fingerprints = True) is
+    # spared it for every write whose key is not found, nearly all of them.
+    key = write.idempotency_key
+    if not derive:
+        print_ = fingerprint(write) if every_print or key is not None else ""
+    elif key is None or write.expected_version is None or fingerprint_is_derivable(write):
+        print_ = ""  # (no expected version: derivable, without the call)
+    else:
+        print_ = fingerprint(write)  # not in its record: the transaction keeps it
+    if key is not None:
+        found = txn.find_key(key)
         if found is not None:
             record, stored_print = found
-            if stored_print != print_:
-                raise IdempotencyKeyError(write.idempotency_key, record.sequence)
+            # print_ is "" only where a found key's print is derived: compute it now.
+            if stored_print != (print_ or fingerprint(write)):
+                raise IdempotencyKeyError(key, record.sequence)
             return Repeated(record)
     refusal = _refusal(txn, write)
     if refusal is not None:

@@ -14,7 +14,13 @@ from blackboard._records import Outcome, Record, RecordKind, RunStatus, new_reco
 from blackboard.errors import StoreError
 from blackboard.faults import fault_point
 from blackboard.stores import _leases
-from blackboard.stores._base import AppendOutcome, PendingWrite, Store, apply_writes
+from blackboard.stores._base import (
+    AppendOutcome,
+    PendingWrite,
+    Store,
+    apply_writes,
+    stored_fingerprint,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -35,6 +41,16 @@ def _record(row: _Row) -> Record:
     return new_record(sequence, _KINDS[kind], region, writer, decode(text), version, at, key)
 
 
+def _found(board: _Board, key: str) -> tuple[Record, str] | None:
+    """The record kept under ``key``, and its write's fingerprint (kept, else derived)."""
+    index = board.keys.get(key)
+    if index is None:
+        return None
+    row = board.records[index]
+    kept = board.prints.get(key) if board.prints else None
+    return _record(row), kept or stored_fingerprint(row[1], row[2], row[3], row[4], row[5])
+
+
 @dataclass(slots=True)
 class _Board:
     declaration: str
@@ -43,7 +59,10 @@ class _Board:
     premises: dict[str, int] = field(default_factory=dict)  # name -> index into records
     uniques: dict[tuple[str, str], int] = field(default_factory=dict)
     grants: set[tuple[str, str]] = field(default_factory=set)
-    keys: dict[str, tuple[int, str]] = field(default_factory=dict)  # key -> (index, print)
+    keys: dict[str, int] = field(default_factory=dict)  # idempotency key -> index
+    # The fingerprints of keyed writes their record cannot tell (stored_fingerprint): only
+    # a store used directly makes those. Every other one is derived when its key is found.
+    prints: dict[str, str] = field(default_factory=dict)
     closed: int | None = None
     claims: dict[str, _leases.Lease] = field(default_factory=dict)
 
@@ -68,21 +87,22 @@ class _Txn:
         "uniques",
     )
 
-    # The fingerprint is kept under an idempotency key only (board.keys): apply_writes
-    # need not compute it for keyless writes.
-    keyless_fingerprints = False
+    # No fingerprint is kept but the few apply_writes hands over (board.prints): find_key
+    # derives it from the record, so apply_writes computes one only for a key found again.
+    derives_fingerprints = True
 
     def __init__(self, board: _Board) -> None:
         self.board = board
-        # Records only: their idempotency key is the write's, and a keyed record's
-        # fingerprint is in self.keys. No tuple per write for the cyclic GC to walk.
+        # Records only: their idempotency key is the write's, and what a keyed record's
+        # fingerprint needs is in self.keys. No tuple per write for the cyclic GC to walk.
         self.added: list[Record] = []
         self.texts: list[str] = []  # the canonical text of each added record, in step
         self.premises: dict[str, int] = {}
         self.uniques: dict[tuple[str, str], int] = {}
         self.grants = board.grants  # copied on the first grant or revoke (copy-on-write)
         self._own_grants = False
-        self.keys: dict[str, tuple[Record, str]] = {}
+        # key -> (record, its canonical text, its write's fingerprint if it was given one)
+        self.keys: dict[str, tuple[Record, str, str]] = {}
         self.closed = board.closed
 
     def head(self) -> int:
@@ -110,15 +130,20 @@ class _Txn:
 
     def find_key(self, key: str) -> tuple[Record, str] | None:
         if key in self.keys:
-            return self.keys[key]
-        found = self.board.keys.get(key)
-        return None if found is None else (_record(self.board.records[found[0]]), found[1])
+            record, text, kept = self.keys[key]
+            if kept:
+                return record, kept
+            derived = stored_fingerprint(
+                record.kind, record.region, record.writer, text, record.version
+            )
+            return record, derived
+        return _found(self.board, key)
 
     def insert(self, record: Record, write: PendingWrite, fingerprint: str) -> None:
         self.added.append(record)
         self.texts.append(write.payload)
         if record.idempotency_key is not None:
-            self.keys[record.idempotency_key] = (record, fingerprint)
+            self.keys[record.idempotency_key] = (record, write.payload, fingerprint)
         region, kind = record.region, record.kind
         if kind is _LEVEL:  # the common case first; the kinds exclude each other
             if write.unique_key is not None and region:
@@ -157,7 +182,10 @@ class _Txn:
                 board.premises[region] = index
             key = record.idempotency_key
             if key is not None:
-                board.keys[key] = (index, self.keys[key][1])
+                board.keys[key] = index
+                kept = self.keys[key][2]
+                if kept:
+                    board.prints[key] = kept
         if self.uniques:
             board.uniques.update(self.uniques)
         board.grants = self.grants
@@ -212,8 +240,8 @@ class MemoryStore(Store):
     def find_keys(self, board_id: str, keys: Sequence[str]) -> dict[str, tuple[Record, str]]:
         with self._lock:
             board = self._board(board_id)
-            hits = ((key, board.keys.get(key)) for key in keys)
-            return {k: (_record(board.records[h[0]]), h[1]) for k, h in hits if h is not None}
+            hits = ((key, _found(board, key)) for key in keys)
+            return {key: hit for key, hit in hits if hit is not None}
 
     def head(self, board_id: str) -> int:
         with self._lock:

@@ -54,6 +54,7 @@ SUITE = [
     "tests/blackboard/test_store_faults.py",
     "tests/blackboard/test_malformed_inputs.py",
     "tests/blackboard/test_frozen_builders.py",
+    "tests/blackboard/test_idempotency_prints.py",
     "tests/blackboard/postgres/test_pg_store.py",
     "tests/blackboard/postgres/test_pg_faults.py",
     "tests/blackboard/postgres/test_pg_check_store.py",
