@@ -6,6 +6,10 @@ encoder. Either way the text must be the one ``json.dumps(sort_keys=True,
 separators=(",", ":"), ensure_ascii=False)`` writes: stored payloads, unique keys,
 fingerprints and board digests are all computed from it, so one character of
 difference would split equal values on a board written before and after the change.
+
+``encode_decoded`` (the write path's) first tries orjson's round trip: a value whose text
+reads back equal is taken without ``_check``'s walk. Its guards (floats json writes
+otherwise, nesting depth) are what the edge cases below probe.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import blackboard._json
 from blackboard import ContentError, Level, Premise, ProposedContribution, Rejected, create_model
 from blackboard._json import UNDECODED, decode, encode, encode_decoded
 
@@ -69,6 +74,24 @@ class Name(str):
     pass
 
 
+class Plain(enum.Enum):
+    ONE = 1
+
+
+class Letter(enum.StrEnum):
+    A = "a"
+
+
+_DEPTH = 200  # blackboard._json's limit of nesting
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -89,6 +112,74 @@ class Name(str):
 )
 def test_edge_values_encode_as_json_does(value: Any) -> None:
     assert encode(value, "content") == reference(value)
+    text, decoded = encode_decoded(value, "content")
+    assert text == reference(value)
+    if decoded is not UNDECODED:
+        assert _shape(decoded) == _shape(decode(text))
+
+
+# Where orjson writes a float unlike json (json takes an exponent from 1e16 and below
+# 1e-4, orjson below 1e-7 only, always with a sign), around those edges, and strings
+# that look like the guards' marks.
+FLOAT_EDGES = [
+    1e-05,  # orjson: 0.00001
+    -9.999e-05,
+    0.0001,  # both: 0.0001
+    0.00012345,
+    1e-07,
+    5e-324,
+    -0.0,
+    1.0,
+    123456789012345.6,
+    9999999999999998.0,
+    1e16,  # both: 1e+16
+    1.5e22,
+    1.7976931348623157e308,
+    {"f": [0.5, 1e-05, {"g": 2.5e-10}], "s": "0.00001"},
+    {"s": "e+1 e-1 0.0000", "n": 1},
+    [1e-05] * 3,
+]
+
+
+@pytest.mark.parametrize("value", FLOAT_EDGES)
+def test_floats_at_the_encoders_edges_keep_json_s_text(value: Any) -> None:
+    text, decoded = encode_decoded(value, "content")
+    assert text == reference(value) == encode(value, "content")
+    assert decoded is UNDECODED or _shape(decoded) == _shape(decode(text))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _nested(_DEPTH),  # 200 levels, the most that is kept: a short text
+        [_nested(_DEPTH - 1), "x" * 500],  # the same in a long one, where brackets are counted
+        ["[" * 300, {"k": "{" * 300}],  # brackets in strings: counted, not nesting
+        Colour.RED,  # an int enum is its value, as json writes it
+        {"c": [Colour.RED], "l": Letter.A},
+    ],
+)
+def test_values_the_round_trip_checks_are_kept_as_json_writes_them(value: Any) -> None:
+    text, decoded = encode_decoded(value, "content")
+    assert text == reference(value)
+    assert decoded is not UNDECODED
+    assert _shape(decoded) == _shape(decode(text))
+
+
+def test_plain_content_is_taken_without_the_python_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lever itself: what the write path writes most (exact values) skips ``_check``."""
+    walked: list[object] = []
+    real = blackboard._json._check
+
+    def counting(value: Any, what: str, depth: int) -> bool:
+        walked.append(value)
+        return real(value, what, depth)
+
+    monkeypatch.setattr(blackboard._json, "_check", counting)
+    record = {"key": "e1", "attempt": 2, "writes": [[None, 3]], "ok": False, "r": None, "x": 0.5}
+    assert encode_decoded(record, "content") == (reference(record), record)
+    assert walked == []
+    encode_decoded({"s": "e-mail"}, "content")  # a guard's mark: _check decides
+    assert walked == [{"s": "e-mail"}]
 
 
 @pytest.mark.parametrize(
@@ -101,11 +192,18 @@ def test_edge_values_encode_as_json_does(value: Any) -> None:
         ({"x": [float("inf")]}, "non-finite number inf"),
         ((1, 2), "of type tuple"),
         ({1: "a"}, "non-string key 1"),
+        ({"k": [1, (2,)]}, "of type tuple"),  # orjson writes a tuple as a list
+        ({"k": Plain.ONE}, "of type Plain"),  # and a plain enum as its value
+        ({"k": float("-inf")}, "non-finite number -inf"),  # and these as null
+        (_nested(_DEPTH + 1), "nests deeper than 200"),  # 201 levels: a short text
+        ([_nested(_DEPTH), "x" * 500], "nests deeper than 200"),  # and a long one
     ],
 )
 def test_refusals_are_the_same_on_every_path(value: Any, message: str) -> None:
     with pytest.raises(ContentError, match=message):
         encode(value, "content")
+    with pytest.raises(ContentError, match=message):
+        encode_decoded(value, "content")
 
 
 def test_a_board_keeps_the_canonical_text_through_the_write_path() -> None:
@@ -136,6 +234,38 @@ def _containers(value: Any) -> list[int]:
     if isinstance(value, list):
         return [id(value), *(i for v in value for i in _containers(v))]
     return []
+
+
+# JSON values with, here and there, what JSON cannot keep or keeps as something else.
+unkeepable = st.sampled_from(
+    [(1,), float("nan"), float("inf"), Plain.ONE, Name("n"), OrderedDict(a=1), b"x", {1: 2}]
+)
+mixed_values = st.recursive(
+    scalars | floats | unkeepable,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(text, children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(mixed_values)
+def test_the_write_path_refuses_or_keeps_exactly_as_json_would(value: Any) -> None:
+    """``encode_decoded`` and ``encode`` agree on every value: the same text or the same error."""
+    try:
+        expected = encode(value, "content")
+    except ContentError as refused:
+        reason = str(refused)
+    else:
+        reason = ""
+    if reason:
+        with pytest.raises(ContentError) as caught:
+            encode_decoded(value, "content")
+        assert str(caught.value) == reason
+        return
+    text, decoded = encode_decoded(value, "content")
+    assert text == expected
+    if decoded is not UNDECODED:
+        assert _shape(decoded) == _shape(decode(text))
 
 
 @settings(max_examples=400, deadline=None)
