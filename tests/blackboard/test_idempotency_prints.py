@@ -40,6 +40,7 @@ from blackboard.stores import (
     Repeated,
     SQLiteStore,
     Store,
+    apply_writes,
 )
 from blackboard.stores._base import fingerprint, fingerprint_is_derivable, stored_fingerprint
 from storekit import StoreSpec
@@ -429,3 +430,72 @@ def test_an_old_sqlite_row_is_judged_by_its_stored_fingerprint_through_control(
                 [ProposedContribution("w", "findings", {"id": 2})], idempotency_keys=["k3"]
             )
         assert model.reader.log() == before
+
+
+# -- a transaction that keeps the fingerprints it is given (as PostgreSQL's does) ---------------
+
+
+class _KeepingTxn:
+    """A transaction over plain dicts that keeps every fingerprint ``apply_writes`` gives it.
+
+    PostgreSQL's transaction works this way, and it is the only store that does; the
+    mutation half of RA-17 runs without a server, so this is what pins ``apply_writes``'
+    own fingerprints there. ``keyless`` mirrors the optional ``keyless_fingerprints``.
+    """
+
+    def __init__(self, keyless: bool | None) -> None:
+        if keyless is not None:
+            self.keyless_fingerprints = keyless
+        self.records: list[Any] = []
+        self.given: list[tuple[str | None, str]] = []  # (idempotency key, fingerprint)
+        self.keys: dict[str, tuple[Any, str]] = {}
+
+    def head(self) -> int:
+        return len(self.records)
+
+    def closed_at(self) -> int | None:
+        return None
+
+    def permitted(self, agent: str, region: str) -> bool:
+        return True
+
+    def premise_version(self, name: str) -> int | None:
+        versions = [r.version for r in self.records if r.region == name]
+        return versions[-1] if versions else None
+
+    def unique_holder(self, region: str, key: str) -> int | None:
+        return None
+
+    def find_key(self, key: str) -> tuple[Any, str] | None:
+        return self.keys.get(key)
+
+    def holds(self, holder: str, keys: frozenset[str]) -> bool:
+        return True
+
+    def insert(self, record: Any, write: PendingWrite, fingerprint: str) -> None:
+        self.records.append(record)
+        self.given.append((write.idempotency_key, fingerprint))
+        if write.idempotency_key is not None:
+            self.keys[write.idempotency_key] = (record, fingerprint)
+
+
+@pytest.mark.parametrize("keyless", [None, True, False])
+def test_a_transaction_that_keeps_fingerprints_is_given_each_write_s(keyless: bool | None) -> None:
+    """Keyed writes come with their fingerprint; keyless ones too, unless the transaction
+    says it keeps none for them; a repeat is ``Repeated`` and a reused key raises."""
+    txn = _KeepingTxn(keyless)
+    keyed, keyless_write = _level({"n": 1}, idempotency_key="k"), _level({"n": 2})
+    premise = _premise({"v": 1}, None, "p1")
+    outcomes = apply_writes(txn, [keyed, keyless_write, premise])
+    assert [type(o) for o in outcomes] == [Appended, Appended, Appended]
+    expected_keyless = "" if keyless is False else fingerprint(keyless_write)
+    assert txn.given == [
+        ("k", fingerprint(keyed)),
+        (None, expected_keyless),
+        ("p1", fingerprint(premise)),
+    ]
+    again = apply_writes(txn, [_level({"n": 1}, idempotency_key="k")])
+    assert isinstance(again[0], Repeated) and again[0].record.sequence == 1
+    with pytest.raises(IdempotencyKeyError):
+        apply_writes(txn, [_level({"n": 3}, idempotency_key="k")])
+    assert len(txn.records) == 3

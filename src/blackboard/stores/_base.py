@@ -289,8 +289,8 @@ def _apply_one(
     txn: Transaction,
     write: PendingWrite,
     at: datetime,
-    every_print: bool = True,
-    derive: bool = False,
+    every_print: bool,
+    derive: bool,
 ) -> AppendOutcome:
     # A fingerprint is only ever compared under an idempotency key; a transaction that
     # keeps none for keyless writes (keyless_fingerprints = False) is spared the SHA-256,
