@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from blackboard import (
     Written,
     create_model,
 )
+from blackboard.stores import MemoryStore, PendingWrite
 from storekit import StoreSpec
 
 OPENING = 2  # the window's opening value and scout's grant for findings
@@ -564,3 +566,62 @@ def test_writer_names_stay_checked_on_every_write() -> None:
         control.write("w1", Name("nope"), {"x": 1})
     assert isinstance(control.write("w1", Name("notes"), {"x": 1}), Written)
     assert model.reader.head() == head + 1
+
+
+# -- a batch reads ahead of its transaction only where that can settle a write -----------------
+
+
+class _CountingStore(MemoryStore):
+    """A memory store that counts the read-aheads a batch asks of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_aheads = 0
+
+    def read_ahead(self, board_id: str, writes: Sequence[PendingWrite]) -> Any:
+        self.read_aheads += 1
+        return super().read_ahead(board_id, writes)
+
+
+def _rejecting(proposed: ProposedWrite, reader: BoardReader) -> Accept | Reject:
+    if isinstance(proposed, ProposedContribution) and proposed.content.get("bad"):
+        return Reject("bad")
+    return Accept()
+
+
+@pytest.mark.parametrize(
+    ("case", "aheads"),
+    [
+        ("plain", 0),  # nothing could settle early: no read-ahead (the memory store's wish)
+        ("rule", 1),
+        ("keyed", 1),
+        ("judged", 1),
+        ("guarded", 1),
+    ],
+)
+def test_a_batch_reads_ahead_only_where_that_can_settle_a_write(case: str, aheads: int) -> None:
+    store = _CountingStore()
+    model = create_model(
+        [Level("notes")],
+        agents=[Agent("clerk", writes_to=["notes"])] if case == "guarded" else (),
+        admission_rule=_rejecting if case == "rule" else None,
+        store=store,
+    )
+    proposals: list[Any] = [ProposedContribution("clerk", "notes", {"n": n}) for n in range(3)]
+    if case == "judged":
+        proposals[1] = model.control.judge(proposals[1])
+    keys = [f"k{n}" for n in range(3)] if case == "keyed" else None
+    store.read_aheads = 0
+    results = model.control.write_all(proposals, idempotency_keys=keys)
+    assert [type(r) for r in results] == [Written] * 3
+    assert store.read_aheads == aheads
+
+
+def test_a_batch_of_plain_writes_is_judged_by_the_rule_write_by_write() -> None:
+    """No key, no verdict, no guard: the rule still decides each write of a batch."""
+    model = create_model([Level("notes")], admission_rule=_rejecting, store=_CountingStore())
+    results = model.control.write_all(
+        [ProposedContribution("clerk", "notes", {"n": n, "bad": n == 1}) for n in range(3)]
+    )
+    assert [type(r) for r in results] == [Written, Rejected, Written]
+    assert [c.content["n"] for c in model.reader.read_level("notes")] == [0, 2]
