@@ -141,14 +141,14 @@ _PREMISE = RecordKind.PREMISE
 
 def fingerprint(write: PendingWrite) -> str:
     """Identify a write's meaning, to tell a true repeat from a reused idempotency key."""
-    parts = (
+    expected = write.expected_version
+    return _digest(
         write.kind._value_,  # what .value returns, without the enum property's call
-        write.region or "",
+        write.region,
         write.writer,
         write.payload,
-        "" if write.expected_version is None else str(write.expected_version),
+        "" if expected is None else str(expected),
     )
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
 def stored_fingerprint(
@@ -167,7 +167,12 @@ def stored_fingerprint(
     expected = ""  # the inverse of _next_version: version 1 is an opening value
     if value == "premise" and version is not None and version > 1:
         expected = str(version - 1)
-    parts = (value, region or "", writer, payload, expected)
+    return _digest(value, region, writer, payload, expected)
+
+
+def _digest(kind: str, region: str | None, writer: str, payload: str, expected: str) -> str:
+    """The one definition of a fingerprint, whether from the write or from its record."""
+    parts = (kind, region or "", writer, payload, expected)
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
