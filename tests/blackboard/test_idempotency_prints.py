@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import blackboard.stores._sqlite as sqlite_store
 from blackboard import (
     IdempotencyKeyError,
     Level,
@@ -29,6 +30,7 @@ from blackboard import (
     ProposedContribution,
     ProposedPremiseWrite,
     RecordKind,
+    StoreError,
     Written,
     create_model,
 )
@@ -499,3 +501,29 @@ def test_a_transaction_that_keeps_fingerprints_is_given_each_write_s(keyless: bo
     with pytest.raises(IdempotencyKeyError):
         apply_writes(txn, [_level({"n": 3}, idempotency_key="k")])
     assert len(txn.records) == 3
+
+
+def test_a_file_of_schema_2_opens_as_3_and_its_rows_keep_their_prints(tmp_path: Path) -> None:
+    store, board, writes, _ = _old_row_board(tmp_path / "old.db")
+    store.close()
+    with closing(sqlite3.connect(tmp_path / "old.db")) as conn, conn:
+        conn.execute("PRAGMA user_version=2")  # as the version before ADR 0027 left it
+    reopened = SQLiteStore(tmp_path / "old.db")
+    try:
+        assert _rows(tmp_path / "old.db", "PRAGMA user_version") == [(3,)]
+        again = reopened.append(board, writes)
+        assert [type(o) for o in again] == [Repeated] * len(writes)
+    finally:
+        reopened.close()
+
+
+def test_a_store_of_schema_2_refuses_a_file_this_version_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Schema 2 would take a NULL fingerprint for a mismatch: it must not open the file."""
+    model = _sqlite_model(tmp_path / "new.db")
+    _first_writes(model)
+    model.close()
+    monkeypatch.setattr(sqlite_store, "SCHEMA_VERSION", 2)
+    with pytest.raises(StoreError, match="schema version 3, newer than this mrpybb"):
+        SQLiteStore(tmp_path / "new.db")

@@ -33,7 +33,10 @@ from blackboard.stores._base import (
 
 __all__ = ["SQLiteStore"]
 
-SCHEMA_VERSION = 2
+# Version 3 changes no table: a keyed row's fingerprint may be NULL, derived from the row
+# when its key comes again (ADR 0027). A store of version 2 would compare the NULL and
+# raise on a true repeat, so the version goes up for it to refuse the file instead.
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS bb_boards (
@@ -175,6 +178,7 @@ class SQLiteStore(Store):
                         cur.execute(statement)
             if version < 2:
                 cur.execute(_CLAIMS)
+            # Nothing to do for 3: older rows keep their fingerprints, and are judged by them.
             if version < SCHEMA_VERSION:
                 cur.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 

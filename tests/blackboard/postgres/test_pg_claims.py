@@ -38,6 +38,7 @@ from blackboard import (
 from blackboard.stores import MemoryStore, PendingWrite, SQLiteStore, _leases
 from blackboard.stores._base import AppendOutcome
 from blackboard.stores._postgres import PostgresStore
+from blackboard.stores._sqlite import SCHEMA_VERSION as SQLITE_SCHEMA
 from blackboard.testing import check_store
 from storekit import StoreSpec
 
@@ -142,7 +143,7 @@ def test_a_sqlite_file_of_schema_1_gains_claims_in_place(tmp_path: Path) -> None
     assert [c.key for c in model.control.claim("w", ["a"], lease=LONG)] == ["a"]
     model.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_SCHEMA,)
 
 
 # -- negative controls: a store with one claim rule removed fails check_store ------------
