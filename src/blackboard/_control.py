@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -217,7 +218,11 @@ class Control:
             AdmissionRuleError: The rule raised, or answered neither Accept nor Reject.
         """
         if isinstance(proposed, ProposedContribution):
-            region = proposed.level, "level"
+            level = proposed.level
+            if type(level) is str and level in self._plain_levels:  # checked before
+                region = None
+            else:
+                region = level, "level"
         elif isinstance(proposed, ProposedPremiseWrite):
             region = proposed.premise, "premise"
         else:
@@ -225,7 +230,8 @@ class Control:
         writer = proposed.writer
         if type(writer) is not str or writer not in self._valid_writers:  # as a write checks
             self._check_writer(writer)
-        self._region(*region)
+        if region is not None:
+            self._region(*region)
         return _new_judged(proposed, self._judge(proposed), self)
 
     def write_all(
@@ -469,8 +475,9 @@ class Control:
             for p, k in zip(plain, keys, strict=True)
         ]
         store = self._store
-        judged = any(v is not None for v in verdicts)
-        guarded = any(w.check_permission for w in writes)
+        # Counted in C: a generator here resumed a Python frame per write.
+        judged = verdicts.count(None) != len(verdicts)
+        guarded = any(map(_CHECKS_PERMISSION, writes))
         # As for a single write: read ahead only where it settles something (see there).
         ahead = store.reads_run_state_ahead or self._rule is not None or judged or guarded
         # Keys and run state in one call (on PostgreSQL also the append's plan). A keyed
@@ -488,6 +495,17 @@ class Control:
             and not guarded
         ):
             return writes, None  # what _prepare would answer for each: None
+        if not found and outcome.status is _OPEN and not guarded:
+            # Only the rule can settle a write early: ask it of those not judged already,
+            # without _prepare's call per write.
+            judge = self._judge
+            refusals: list[WriteResult | None] = [
+                _refused(said)
+                if isinstance(said := judge(p) if given is None else given, Reject)
+                else None
+                for p, given in zip(plain, verdicts, strict=True)
+            ]
+            return writes, refusals if any(refusals) else None  # None: every write goes on
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
         early = [
@@ -530,9 +548,7 @@ class Control:
             return self._not_permitted(write.writer, write.region or "")
         if verdict is None:
             verdict = self._judge(proposed)
-        if isinstance(verdict, Reject):
-            return Rejected(RejectionCause.ADMISSION, verdict.reason)
-        return None
+        return _refused(verdict) if isinstance(verdict, Reject) else None
 
     def _permitted(self, write: PendingWrite, grants: dict[tuple[str, str], bool]) -> bool:
         pair = (write.writer, write.region or "")
@@ -552,7 +568,8 @@ class Control:
     def _contribution(self, writer: str, name: str, content: Any, key: str | None) -> PendingWrite:
         if type(writer) is not str or writer not in self._valid_writers:
             self._check_writer(writer)
-        if key is not None:
+        # An ASCII key within the bounds is valid (``_check_key`` says so at twice the cost).
+        if key is not None and not (type(key) is str and key.isascii() and 0 < len(key) <= 256):
             _check_key(key)
         found = self._plain_levels.get(name) if type(name) is str else None
         if found is None:
@@ -560,9 +577,8 @@ class Control:
         level, what = found
         payload, decoded = self._encode(content, what)
         unique = None if level.unique is False else _unique_key(level, content, payload)
-        return new_pending(
-            _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer), decoded
-        )
+        guarded = writer in self._agents or self._agents_only  # _guarded, without its call
+        return new_pending(_LEVEL, level.name, writer, payload, None, unique, key, guarded, decoded)
 
     def _check_writer(self, writer: object) -> None:
         _check_writer(writer)
@@ -849,6 +865,13 @@ def _repeat(write: PendingWrite, key: str, found: tuple[Record, str]) -> Written
     if stored_print != fingerprint(write):
         raise IdempotencyKeyError(key, record.sequence)
     return Written(record.sequence, record.version, repeat=True)
+
+
+_CHECKS_PERMISSION = operator.attrgetter("check_permission")
+
+
+def _refused(verdict: Reject) -> Rejected:
+    return Rejected(RejectionCause.ADMISSION, verdict.reason)
 
 
 def _closed(sequence: int) -> Rejected:

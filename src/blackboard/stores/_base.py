@@ -137,6 +137,7 @@ AppendOutcome: TypeAlias = (
 
 
 _PREMISE = RecordKind.PREMISE
+_LEVEL, _CLOSE = RecordKind.LEVEL, RecordKind.CLOSE
 
 
 def fingerprint(write: PendingWrite) -> str:
@@ -285,9 +286,21 @@ def apply_writes(
         pairs = [(w.region, w.unique_key) for w in writes if w.unique_key and w.region]
         if pairs:
             prefetch(pairs)
-    if len(writes) == 1:  # a single write: no comprehension's frame around it
-        return [_apply_one(txn, writes[0], at, every_print, derive)]
-    return [_apply_one(txn, write, at, every_print, derive) for write in writes]
+    # The head and the close are read once: within the transaction only its own inserts
+    # move them (a record takes head + 1; a CLOSE closes the run), so they are followed
+    # here instead of asked of the backend per write.
+    board = _BoardState(txn.head(), txn.closed_at())
+    return [_apply_one(txn, write, at, every_print, derive, board) for write in writes]
+
+
+class _BoardState:
+    """The head and the close of the board inside one transaction, as its writes move them."""
+
+    __slots__ = ("closed", "head")
+
+    def __init__(self, head: int, closed: int | None) -> None:
+        self.head = head
+        self.closed = closed
 
 
 def _apply_one(
@@ -296,6 +309,7 @@ def _apply_one(
     at: datetime,
     every_print: bool,
     derive: bool,
+    board: _BoardState,
 ) -> AppendOutcome:
     # A fingerprint is only ever compared under an idempotency key; a transaction that
     # keeps none for keyless writes (keyless_fingerprints = False) is spared the SHA-256,
@@ -316,28 +330,34 @@ def _apply_one(
             if stored_print != (print_ or fingerprint(write)):
                 raise IdempotencyKeyError(key, record.sequence)
             return Repeated(record)
-    refusal = _refusal(txn, write)
-    if refusal is not None:
-        return refusal
-    content, kind = write.content, write.kind
+    kind = write.kind
+    if board.closed is not None:
+        return Closed(board.closed)
+    # A plain contribution (no grant to hold, not unique) has nothing else to refuse.
+    if kind is not _LEVEL or write.check_permission or write.unique_key is not None:
+        refusal = _refusal(txn, write)
+        if refusal is not None:
+            return refusal
+    content = write.content
+    board.head += 1
     record = new_record(
-        txn.head() + 1,
+        board.head,
         kind,
         write.region,
         write.writer,
         decode(write.payload) if content is UNDECODED else content,
         None if kind is not _PREMISE else _next_version(write.expected_version),
         at,
-        write.idempotency_key,
+        key,
     )
     txn.insert(record, write, print_)
+    if kind is _CLOSE:
+        board.closed = board.head
     return new_appended(record)
 
 
 def _refusal(txn: Transaction, write: PendingWrite) -> AppendOutcome | None:
-    closed = txn.closed_at()
-    if closed is not None:
-        return Closed(closed)
+    """Why a write the open run would otherwise take is refused (grant, version, unique)."""
     region = write.region
     if region is None:
         return None
