@@ -268,6 +268,19 @@ def _close_blocks_later_writes(h: _Harness) -> None:
         _expect(other.head(board) == closing.sequence, "nothing may land after the close")
 
 
+def _close_within_a_batch(h: _Harness) -> None:
+    # A backend's transaction is asked for its head and close once per batch; the writes
+    # after a CLOSE in the same batch must still be refused, and the head move by two.
+    with h.stores() as (store,):
+        board = h.board(store)
+        batch = [_level("l", 1), _close(), _level("l", 2), _premise("p", 1, None)]
+        outcomes = store.append(board, batch)
+        first, closing = (_appended(o, "before the close") for o in outcomes[:2])
+        _expect((first.sequence, closing.sequence) == (1, 2), f"sequences {first!r} {closing!r}")
+        _expect(outcomes[2:] == [Closed(2), Closed(2)], f"after a close in the batch: {outcomes}")
+        _expect(store.head(board) == 2, f"head {store.head(board)} after a batch that closed")
+
+
 def _read_log_ranges(h: _Harness) -> None:
     with h.stores() as (store,):
         board = h.board(store)
@@ -514,6 +527,7 @@ STORE_CHECKS: tuple[tuple[str, Callable[[_Harness], None]], ...] = (
     ("idempotency keys", _idempotency_keys),
     ("grants and revokes", _grants_and_revokes),
     ("close blocks later writes", _close_blocks_later_writes),
+    ("a close within a batch", _close_within_a_batch),
     ("read_log ranges", _read_log_ranges),
     ("read_region", _read_region),
     ("wait wakes on a write", _wait_wakes),

@@ -215,11 +215,19 @@ class Transaction(Protocol):
     """
 
     def head(self) -> int:
-        """The highest sequence number on the board (0 when empty)."""
+        """The highest sequence number on the board (0 when empty).
+
+        :func:`apply_writes` asks once per batch, before its first write, and counts
+        its own inserts from there.
+        """
         ...
 
     def closed_at(self) -> int | None:
-        """The sequence of the CLOSE record, or ``None`` while the run is open."""
+        """The sequence of the CLOSE record, or ``None`` while the run is open.
+
+        Asked once per batch, as :meth:`head` is; a CLOSE the batch inserts closes the
+        run for the writes after it.
+        """
         ...
 
     def permitted(self, agent: str, region: str) -> bool:
