@@ -577,8 +577,9 @@ class Control:
         level, what = found
         payload, decoded = self._encode(content, what)
         unique = None if level.unique is False else _unique_key(level, content, payload)
-        guarded = writer in self._agents or self._agents_only  # _guarded, without its call
-        return new_pending(_LEVEL, level.name, writer, payload, None, unique, key, guarded, decoded)
+        return new_pending(
+            _LEVEL, level.name, writer, payload, None, unique, key, self._guarded(writer), decoded
+        )
 
     def _check_writer(self, writer: object) -> None:
         _check_writer(writer)
