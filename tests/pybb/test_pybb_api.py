@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import pybb
 from pybb.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
+IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def test_all_is_sorted_and_every_name_is_exported() -> None:
@@ -181,3 +184,23 @@ def test_the_benchmark_finds_and_runs_the_shared_baselines(tmp_path: Path) -> No
         text=True,
     ).stdout
     assert out.count("x |") == 3 and "`plain_python`" in out
+
+
+def test_the_instruction_benchmark_counts_this_tree_against_a_base() -> None:
+    if shutil.which("valgrind") is None:
+        reason = "valgrind is not installed (apt-get install valgrind)"
+        if IN_CI:
+            pytest.fail(f"CI=true and the instruction benchmark cannot run: {reason}")
+        pytest.skip(reason)
+    script = REPO / "bench" / "w1_instructions.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--sizes", "10", "30", "--base", str(REPO / "src")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    row = next(line for line in out.splitlines() if line.startswith("| memory |"))
+    ours, base, ratio = (cell.strip() for cell in row.strip("|").split("|")[1:])
+    # The same tree twice: the counts differ only by what hash randomisation moves.
+    assert min(float(ours.rstrip("k")), float(base.rstrip("k"))) > 10, out
+    assert 0.9 < float(ratio) < 1.1, out
