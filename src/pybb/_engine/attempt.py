@@ -23,6 +23,7 @@ __all__ = [
     "enter",
     "leave",
     "outside_attempt",
+    "running",
 ]
 
 
@@ -87,6 +88,8 @@ enter: Callable[[AttemptContext | None], Token[AttemptContext | None]] = _curren
 """Make a context the running attempt of this thread's context; returns the token for ``leave``."""
 leave: Callable[[Token[AttemptContext | None]], None] = _current.reset
 """End what :func:`enter` began."""
+running: Callable[[], AttemptContext | None] = _current.get
+"""The running attempt, if any (:func:`current_attempt` without its frame, for a hot read)."""
 
 
 def attempt_on(key: str) -> AttemptContext | None:
