@@ -123,10 +123,23 @@ class Journal:
 
     # -- reading ----------------------------------------------------------------------
 
+    _projection: Projection
+    view: View
+    """The projection, read-only: every entry's state and the work queues.
+
+    An attribute, kept by :attr:`_state`'s setter, not a property: it is read several
+    times per entry and a property's call cost as much as the rest of the read.
+    """
+
     @property
-    def view(self) -> View:
-        """The projection, read-only: every entry's state and the work queues."""
-        return self._state
+    def _state(self) -> Projection:
+        """The projection, as this journal (and a subclass re-reading the board) changes it."""
+        return self._projection
+
+    @_state.setter
+    def _state(self, state: Projection) -> None:
+        self._projection = state
+        self.view = state
 
     @property
     def focus(self) -> dict[str, None] | None:
@@ -150,7 +163,7 @@ class Journal:
 
     def partition(self, source: str) -> KeysView[str]:
         """The keys placed on ``source`` (within the focus, on a worker)."""
-        partition = self._state.partitions.get(source, {})
+        partition = self._projection.partitions.get(source, {})
         if self._focus is None:
             return partition.keys()
         return {key: None for key in self._focus if key in partition}.keys()
@@ -171,7 +184,7 @@ class Journal:
         attempted entry's source: where a cycle that committed part of its work and was
         cut short (a crash, an error) had got to (docs/adr/0020).
         """
-        state = self._state
+        state = self._projection
         taken = state.interrupted_source, state.interrupted
         state.interrupted, state.interrupted_source = {}, None
         return taken
@@ -259,10 +272,10 @@ class Journal:
         if judged is not None:
             proposal = judged
         elif region == CYCLE:
-            proposal = ProposedPremiseWrite(writer, CYCLE, content, self._state.cycle_version)
+            proposal = ProposedPremiseWrite(writer, CYCLE, content, self._projection.cycle_version)
         else:
             proposal = contribution(writer, region, content)
-        self._state.apply(region, content)
+        self._projection.apply(region, content)
         if region in (ESCALATIONS, RESOLUTIONS):
             self._to_number += 1
         item = _pending(Pending, (proposal, key))
@@ -282,10 +295,10 @@ class Journal:
             self._rebuild()
             raise
         first = _landed(results)
-        if first is not None and first == self._state.head + 1:
+        if first is not None and first == self._projection.head + 1:
             # The common case, in one pass over the results: all of it landed, in order,
             # right after what this journal saw (nothing was refused, nothing to fold).
-            self._state.head = first + len(items) - 1
+            self._projection.head = first + len(items) - 1
             self._number(items, first)
             return True
         causes = {r.cause for r in results if isinstance(r, Rejected)}
@@ -309,7 +322,7 @@ class Journal:
             )
             self._rebuild()
             return False
-        self._state.head = first + len(items) - 1
+        self._projection.head = first + len(items) - 1
         self._number(items, first)
         return True
 
@@ -323,13 +336,13 @@ class Journal:
         self._state = state
 
     def _catch_up(self) -> list[Record]:
-        records = self.model.reader.log(self._state.head)
+        records = self.model.reader.log(self._projection.head)
         for record in records:
             if record.region in KINDS:
-                self._state.apply(
+                self._projection.apply(
                     record.region, record.content, record.sequence, record.version or 0
                 )
-            self._state.head = record.sequence
+            self._projection.head = record.sequence
         return list(records)
 
     # -- the commit's steps -------------------------------------------------------------
@@ -350,17 +363,17 @@ class Journal:
         an entry of our batch (a change made meanwhile by someone else) does not commute:
         False, and the caller re-reads the board.
         """
-        if first == self._state.head + 1:
+        if first == self._projection.head + 1:
             return True
-        if first <= self._state.head:
+        if first <= self._projection.head:
             return False  # the board is behind what this journal saw: re-read it
-        foreign = self.model.reader.log(self._state.head, first - 1)
+        foreign = self.model.reader.log(self._projection.head, first - 1)
         ours = {entry_key(item.content) for item in items} - {None}
         if any(entry_key(r.content) in ours for r in foreign if r.region in KINDS):
             return False
         for record in foreign:
             if record.region in KINDS:
-                self._state.apply(
+                self._projection.apply(
                     record.region, record.content, record.sequence, record.version or 0
                 )
         return True
@@ -378,11 +391,11 @@ class Journal:
             if not isinstance(proposal, ProposedContribution):
                 continue
             if proposal.level == ESCALATIONS:
-                escalated = self._state.entries[base_key(proposal.content["key"])]
+                escalated = self._projection.entries[base_key(proposal.content["key"])]
                 escalated.escalation_seq = first + offset
                 escalated.escalation = None  # the board holds it now (``record``)
             elif proposal.level == RESOLUTIONS:
-                entry = self._state.entries[base_key(proposal.content["key"])]
+                entry = self._projection.entries[base_key(proposal.content["key"])]
                 entry.resolution = {**proposal.content, "sequence": first + offset}
 
 
