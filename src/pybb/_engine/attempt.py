@@ -67,6 +67,14 @@ class AttemptContext:
         with self._lock:
             self.closed = True
 
+    def write_last(self, component: str | None, value: Any) -> None:
+        """:meth:`write` then :meth:`close`, under one hold of the lock (a returned value)."""
+        with self._lock:
+            if self.closed:
+                self._refuse()
+            self.writes.append([component, value])
+            self.closed = True
+
     def _refuse(self) -> None:
         raise SourceError(
             f"attempt {self.number} of source {self.source!r} on entry {self.key!r} is "
