@@ -109,6 +109,7 @@ def _split(key: str) -> tuple[str, int] | None:
 # Stage.X costs about 0.1 µs a look-up (the enum metaclass); these run per record and
 # per entry of every cycle.
 _NEW, _WORKING = Stage.NEW, Stage.WORKING
+_CERTIFY = Segment.CERTIFY
 # ``AttemptStatus(value)`` goes through the enum metaclass (about 0.5 µs); a dict does not.
 _STATUS = {status.value: status for status in AttemptStatus}
 _CHAINS = {chain.value: chain for chain in Chain}
@@ -175,7 +176,7 @@ class EntryState:
             else Segment(segment)
         )
         self.origin = self.segment
-        self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
+        self.stage = _NEW if self.segment is _CERTIFY else Stage.ESCALATED
         # The source whose partition holds the entry, if it is being worked on: kept by
         # the projection whenever the stage or the place on the chain changes (it is
         # asked a dozen times per entry and cycle).
