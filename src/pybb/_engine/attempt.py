@@ -23,6 +23,7 @@ __all__ = [
     "enter",
     "leave",
     "outside_attempt",
+    "running",
 ]
 
 
@@ -66,6 +67,14 @@ class AttemptContext:
         with self._lock:
             self.closed = True
 
+    def write_last(self, component: str | None, value: Any) -> None:
+        """:meth:`write` then :meth:`close`, under one hold of the lock (a returned value)."""
+        with self._lock:
+            if self.closed:
+                self._refuse()
+            self.writes.append([component, value])
+            self.closed = True
+
     def _refuse(self) -> None:
         raise SourceError(
             f"attempt {self.number} of source {self.source!r} on entry {self.key!r} is "
@@ -87,6 +96,8 @@ enter: Callable[[AttemptContext | None], Token[AttemptContext | None]] = _curren
 """Make a context the running attempt of this thread's context; returns the token for ``leave``."""
 leave: Callable[[Token[AttemptContext | None]], None] = _current.reset
 """End what :func:`enter` began."""
+running: Callable[[], AttemptContext | None] = _current.get
+"""The running attempt, if any (:func:`current_attempt` without its frame, for a hot read)."""
 
 
 def attempt_on(key: str) -> AttemptContext | None:

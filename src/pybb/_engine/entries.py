@@ -35,6 +35,10 @@ __all__ = [
     "same_entry",
 ]
 
+_SCALARS = frozenset({int, str, bool, type(None)})
+# ``Segment.value`` is the enum machinery's property: read once, not per entry written.
+_SEGMENT_TEXT = {segment: segment.value for segment in Segment}
+
 MAX_KEY = 128
 """The longest entry key (idempotency keys built from it must fit the kernel's limit)."""
 
@@ -65,9 +69,14 @@ def entry_content(key: str, entry: object, segment: Segment | str) -> dict[str, 
             found = Segment(segment)
         except ValueError:
             raise EntryError(key, f"segment {segment!r} is not 'certify' or 'escalate'") from None
-    segment = found
-    measurement = copy_json(key, entry.measurement, "measurement")
-    content: dict[str, Any] = {"key": key, "segment": segment.value, "measurement": measurement}
+    measurement = entry.measurement
+    if type(measurement) not in _SCALARS:  # which copy_value returns as they are
+        measurement = copy_json(key, measurement, "measurement")
+    content: dict[str, Any] = {
+        "key": key,
+        "segment": _SEGMENT_TEXT[found],
+        "measurement": measurement,
+    }
     if entry.conditions is not None:
         if entry.predicate is not None:
             raise EntryError(

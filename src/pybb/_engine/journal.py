@@ -112,6 +112,7 @@ class Journal:
         self.entry_checks: list[EntryCheck] = []
         self._state = Projection()
         self._pending: list[Pending] | None = None
+        self.pending = 0
         self._flushed = 0
         self._focus: dict[str, None] | None = None
         self._claim_lost = False
@@ -119,24 +120,51 @@ class Journal:
         # holds one has sequence numbers to hand out (``_number``), so the others (W1:
         # most of them) need not look at each of their records again.
         self._to_number = 0
+        self._bind_hot_calls()
         self._rebuild()
+
+    def _bind_hot_calls(self) -> None:
+        """Bind :meth:`emit` and :meth:`judge` to what they call, unless a subclass overrides them.
+
+        Each is one frame around one call (``_emit``, this class's or a subclass's; the
+        control's ``judge``), made once per record or per attempt: bound on the instance,
+        the frame between (some 600 instructions) is gone, and so is nothing else.
+        """
+        if type(self).emit is Journal.emit:
+            self.emit = self._emit  # type: ignore[method-assign]
+        if type(self).judge is Journal.judge:
+            self.judge = self.model.control.judge  # type: ignore[method-assign]
 
     # -- reading ----------------------------------------------------------------------
 
+    _projection: Projection
+    pending: int
+    """How many records the open batch holds (not yet committed).
+
+    Counted as records join and leave the batch, not by a property: a cycle asks after
+    every entry's step, and a property's call cost more than the answer.
+    """
+    view: View
+    """The projection, read-only: every entry's state and the work queues.
+
+    An attribute, kept by :attr:`_state`'s setter, not a property: it is read several
+    times per entry and a property's call cost as much as the rest of the read.
+    """
+
     @property
-    def view(self) -> View:
-        """The projection, read-only: every entry's state and the work queues."""
-        return self._state
+    def _state(self) -> Projection:
+        """The projection, as this journal (and a subclass re-reading the board) changes it."""
+        return self._projection
+
+    @_state.setter
+    def _state(self, state: Projection) -> None:
+        self._projection = state
+        self.view = state
 
     @property
     def focus(self) -> dict[str, None] | None:
         """The entries a worker's controller may work on now (``None``: all of them)."""
         return self._focus
-
-    @property
-    def pending(self) -> int:
-        """How many records the open batch holds (not yet committed)."""
-        return 0 if self._pending is None else len(self._pending)
 
     @property
     def batching(self) -> bool:
@@ -150,7 +178,7 @@ class Journal:
 
     def partition(self, source: str) -> KeysView[str]:
         """The keys placed on ``source`` (within the focus, on a worker)."""
-        partition = self._state.partitions.get(source, {})
+        partition = self._projection.partitions.get(source, {})
         if self._focus is None:
             return partition.keys()
         return {key: None for key in self._focus if key in partition}.keys()
@@ -171,7 +199,7 @@ class Journal:
         attempted entry's source: where a cycle that committed part of its work and was
         cut short (a crash, an error) had got to (docs/adr/0020).
         """
-        state = self._state
+        state = self._projection
         taken = state.interrupted_source, state.interrupted
         state.interrupted, state.interrupted_source = {}, None
         return taken
@@ -214,15 +242,18 @@ class Journal:
             yield
             return
         self._pending = []
+        self.pending = 0
         self._flushed = 0
         with _collector_paused():
             try:
                 yield
             except BaseException:
                 self._pending = None
+                self.pending = 0
                 self._rebuild()
                 raise
             pending, self._pending = self._pending, None
+            self.pending = 0
             if pending:
                 self._commit(pending)
 
@@ -237,6 +268,7 @@ class Journal:
         if not self._pending:
             return True
         pending, self._pending = self._pending, []
+        self.pending = 0
         landed = self._commit(pending)
         self._flushed += len(pending)
         return landed
@@ -259,15 +291,16 @@ class Journal:
         if judged is not None:
             proposal = judged
         elif region == CYCLE:
-            proposal = ProposedPremiseWrite(writer, CYCLE, content, self._state.cycle_version)
+            proposal = ProposedPremiseWrite(writer, CYCLE, content, self._projection.cycle_version)
         else:
             proposal = contribution(writer, region, content)
-        self._state.apply(region, content)
+        self._projection.apply(region, content)
         if region in (ESCALATIONS, RESOLUTIONS):
             self._to_number += 1
         item = _pending(Pending, (proposal, key))
         if self._pending is not None:
             self._pending.append(item)
+            self.pending += 1
         else:
             self._commit([item])
 
@@ -282,10 +315,10 @@ class Journal:
             self._rebuild()
             raise
         first = _landed(results)
-        if first is not None and first == self._state.head + 1:
+        if first is not None and first == self._projection.head + 1:
             # The common case, in one pass over the results: all of it landed, in order,
             # right after what this journal saw (nothing was refused, nothing to fold).
-            self._state.head = first + len(items) - 1
+            self._projection.head = first + len(items) - 1
             self._number(items, first)
             return True
         causes = {r.cause for r in results if isinstance(r, Rejected)}
@@ -309,7 +342,7 @@ class Journal:
             )
             self._rebuild()
             return False
-        self._state.head = first + len(items) - 1
+        self._projection.head = first + len(items) - 1
         self._number(items, first)
         return True
 
@@ -323,13 +356,13 @@ class Journal:
         self._state = state
 
     def _catch_up(self) -> list[Record]:
-        records = self.model.reader.log(self._state.head)
+        records = self.model.reader.log(self._projection.head)
         for record in records:
             if record.region in KINDS:
-                self._state.apply(
+                self._projection.apply(
                     record.region, record.content, record.sequence, record.version or 0
                 )
-            self._state.head = record.sequence
+            self._projection.head = record.sequence
         return list(records)
 
     # -- the commit's steps -------------------------------------------------------------
@@ -350,17 +383,17 @@ class Journal:
         an entry of our batch (a change made meanwhile by someone else) does not commute:
         False, and the caller re-reads the board.
         """
-        if first == self._state.head + 1:
+        if first == self._projection.head + 1:
             return True
-        if first <= self._state.head:
+        if first <= self._projection.head:
             return False  # the board is behind what this journal saw: re-read it
-        foreign = self.model.reader.log(self._state.head, first - 1)
+        foreign = self.model.reader.log(self._projection.head, first - 1)
         ours = {entry_key(item.content) for item in items} - {None}
         if any(entry_key(r.content) in ours for r in foreign if r.region in KINDS):
             return False
         for record in foreign:
             if record.region in KINDS:
-                self._state.apply(
+                self._projection.apply(
                     record.region, record.content, record.sequence, record.version or 0
                 )
         return True
@@ -378,11 +411,11 @@ class Journal:
             if not isinstance(proposal, ProposedContribution):
                 continue
             if proposal.level == ESCALATIONS:
-                escalated = self._state.entries[base_key(proposal.content["key"])]
+                escalated = self._projection.entries[base_key(proposal.content["key"])]
                 escalated.escalation_seq = first + offset
                 escalated.escalation = None  # the board holds it now (``record``)
             elif proposal.level == RESOLUTIONS:
-                entry = self._state.entries[base_key(proposal.content["key"])]
+                entry = self._projection.entries[base_key(proposal.content["key"])]
                 entry.resolution = {**proposal.content, "sequence": first + offset}
 
 

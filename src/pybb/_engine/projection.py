@@ -109,6 +109,9 @@ def _split(key: str) -> tuple[str, int] | None:
 # Stage.X costs about 0.1 µs a look-up (the enum metaclass); these run per record and
 # per entry of every cycle.
 _NEW, _WORKING = Stage.NEW, Stage.WORKING
+_EVALUATED, _GOOD = Stage.EVALUATED, Stage.GOOD
+_CERTIFY = Segment.CERTIFY
+_ON_PASS = Chain.ON_PASS
 # ``AttemptStatus(value)`` goes through the enum metaclass (about 0.5 µs); a dict does not.
 _STATUS = {status.value: status for status in AttemptStatus}
 _CHAINS = {chain.value: chain for chain in Chain}
@@ -175,7 +178,7 @@ class EntryState:
             else Segment(segment)
         )
         self.origin = self.segment
-        self.stage = Stage.NEW if self.segment is Segment.CERTIFY else Stage.ESCALATED
+        self.stage = _NEW if self.segment is _CERTIFY else Stage.ESCALATED
         # The source whose partition holds the entry, if it is being worked on: kept by
         # the projection whenever the stage or the place on the chain changes (it is
         # asked a dozen times per entry and cycle).
@@ -434,7 +437,7 @@ class Projection:
         if entry.original_result is None:
             entry.original_result = entry.result
         if entry.stage is _NEW:
-            self._stage(entry, Stage.EVALUATED)
+            self._stage(entry, _EVALUATED)
             self.undispatched[entry.key] = None
         elif entry.stage is _WORKING:
             self._settle(entry)
@@ -455,10 +458,10 @@ class Projection:
             entry.scopes = _NO_SCOPES
         entry.position = 0
         if entry.chain:
-            self._stage(entry, Stage.WORKING)
+            self._stage(entry, _WORKING)
             self._place(entry)
-        elif entry.chain_name is Chain.ON_PASS:
-            self._stage(entry, Stage.GOOD)
+        elif entry.chain_name is _ON_PASS:
+            self._stage(entry, _GOOD)
         else:
             self._stage(entry, Stage.WORKING)  # nothing can help: an escalation follows
 
@@ -514,7 +517,7 @@ class Projection:
             if isinstance(entry.result, dict) and isinstance(entry.original_result, dict):
                 entry.result = {**entry.result, component: entry.original_result[component]}
         entry.good_standing = _passes(entry.result) and not entry.provisional
-        if entry.stage is Stage.GOOD:
+        if entry.stage is _GOOD:
             self.dirty[entry.key] = None  # a settled entry that changes is judged again
 
     def _change(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
@@ -552,10 +555,11 @@ class Projection:
         if source is None:
             return
         self.partitions.setdefault(source, {})[entry.key] = None
-        if entry.chain_name is Chain.ON_PASS:
+        if entry.chain_name is _ON_PASS:
             entry.provisional = True
             entry.good_standing = False
-        self._check_ready(entry)
+        if entry.scopes:  # else no component to be ready (most routes scope none)
+            self._check_ready(entry)
 
     def _leave(self, entry: EntryState) -> None:
         source = entry.source
@@ -568,9 +572,9 @@ class Projection:
     def _settle(self, entry: EntryState) -> None:
         if entry.good_standing:
             self._leave(entry)
-            self._stage(entry, Stage.GOOD)
+            self._stage(entry, _GOOD)
             entry.attempts = _NO_ATTEMPTS  # only escalations report them; free the memory
-        else:
+        elif entry.scopes:  # else no component to be ready
             self._check_ready(entry)
 
     def _check_ready(self, entry: EntryState) -> None:

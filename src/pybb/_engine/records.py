@@ -59,7 +59,11 @@ def attempt_record(
         content["writes"] = writes
     content["result"] = result
     content["good_standing"] = good
-    proposed = _finish(source, number, content, error, outcome, now)
+    proposed = (
+        content  # the common attempt: nothing for ``_finish`` to add, so not its frame
+        if error is None and outcome.report is None and source.retry is None
+        else _finish(source, number, content, error, outcome, now)
+    )
     judged = journal.judge(contribution(writer, ATTEMPTS, proposed))
     if not isinstance(judged.verdict, Reject):
         return writer, proposed, judged

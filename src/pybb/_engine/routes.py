@@ -120,17 +120,30 @@ class RouteTable:
         """
         route = self.of(key, predicate)
         if route is not None:
-            check_scopes(key, conditions if isinstance(conditions, Mapping) else None, route)
+            # ``conditions is None`` first: most entries have none, and ``isinstance`` of an
+            # ABC such as Mapping costs a dozen times a plain test.
+            scoped = (
+                conditions if conditions is not None and isinstance(conditions, Mapping) else None
+            )
+            check_scopes(key, scoped, route)
 
     def check_board(self) -> None:
         """Refuse, before anything is written, a scoped source that cannot apply to its entry."""
         view = self._view()
+        # A route that fits an entry without components fits every such entry (only the
+        # key, in the message, would differ): checked once per route, not once per entry.
+        fits_plain: set[int] = set()
         for key in view.unsettled:
             entry = view.entries[key]
             if entry.chain_name is None and entry.stage in _UNDISPATCHED:
                 route = self.of(key, entry.predicate)
-                if route is not None:
+                if route is None:
+                    continue
+                if entry.conditions is not None:
                     check_scopes(key, entry.conditions, route)
+                elif id(route) not in fits_plain:
+                    check_scopes(key, None, route)
+                    fits_plain.add(id(route))
 
     def without_entry(self, board_id: str) -> tuple[str, ...]:
         """The keys routed by ``route()`` that have no entry on the board (logged)."""

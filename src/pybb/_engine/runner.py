@@ -22,7 +22,7 @@ from pybb._engine.types import AttemptStatus
 from pybb._engine.values import NotJSONError, copy_value, describe
 from pybb.errors import AttemptError, SourceError
 
-__all__ = ["AttemptRunner"]
+__all__ = ["AttemptRunner", "run_inline"]
 
 
 class AttemptRunner:
@@ -40,9 +40,9 @@ class AttemptRunner:
         """Run ``source.execute`` for one attempt; a timeout or an exception is an outcome."""
         timeout = source.timeout
         if timeout is None:
-            return _inline(source, board, context)
+            return run_inline(source, board, context)
         worker = self._thread(source.name)
-        future = worker.submit(lambda: _inline(source, board, context))
+        future = worker.submit(lambda: run_inline(source, board, context))
         try:
             return future.result(timeout.total_seconds())
         except FutureTimeout:
@@ -66,25 +66,31 @@ class AttemptRunner:
                 del self._threads[name]
 
 
-def _inline(source: KnowledgeSource, board: Blackboard, context: AttemptContext) -> Outcome:
+_SCALARS = frozenset({int, str, bool, type(None)})  # copy_value returns these as they are
+
+
+def run_inline(source: KnowledgeSource, board: Blackboard, context: AttemptContext) -> Outcome:
+    """Run one attempt on this thread (what :meth:`AttemptRunner.run` does without a timeout)."""
     token = enter(context)
     try:
         fault_point("ks.mid")
         returned = source.execute(board, context.key)
-        if returned is not None:
+        if returned is None:
+            context.close()
+        else:
             try:
-                copied = copy_value(returned)
+                copied = returned if type(returned) in _SCALARS else copy_value(returned)
             except NotJSONError as exc:
                 what = f"the knowledge source returned {describe(returned)}, which {exc}"
                 raise SourceError(what) from None
-            context.write(None, copied)
+            # Closed with its one write: no later write of the attempt can land between.
+            context.write_last(None, copied)
     except AttemptError as exc:
         return _failed(context, str(exc), exc.report)
     except Exception as exc:
         return _failed(context, f"{type(exc).__name__}: {exc}", None)
     finally:
         leave(token)
-    context.close()
     # ``Outcome(None, writes, None, report)`` without the named tuple's ``__new__`` frame.
     return _outcome(Outcome, (None, context.writes, None, context.report))
 

@@ -31,7 +31,7 @@ from pybb._engine.projection import (
 )
 from pybb._engine.records import attempt_record, escalation_content
 from pybb._engine.routes import NO_ROUTE, RouteTable
-from pybb._engine.runner import AttemptRunner
+from pybb._engine.runner import AttemptRunner, run_inline
 from pybb._engine.seams import Clock
 from pybb._engine.source import KnowledgeSource
 from pybb._engine.types import Chain, CycleReport, HaltReason, RunSummary, Segment, Stage
@@ -382,7 +382,10 @@ class CycleSteps:
         key = entry.key
         number = entry.ks_history.get(source.name, 0) + 1
         context = AttemptContext(key, source.name, source.component, number)
-        outcome = self._runner.run(source, self.blackboard, context)
+        if source.timeout is None:  # ``AttemptRunner.run``'s own first test, without its frame
+            outcome = run_inline(source, self.blackboard, context)
+        else:
+            outcome = self._runner.run(source, self.blackboard, context)
         fault_point("ks.after")
         self._attempts += 1
         now = None if source.retry is None else self.clock.now()

@@ -70,8 +70,11 @@ class Predicates:
         registry = self.registry
         for key in keys:
             entry = entries[key]
-            names = [entry.predicate] if entry.conditions is None else entry.conditions.values()
-            for name in names:
+            if entry.conditions is None:  # most entries: one name, without a list around it
+                if entry.predicate not in registry:
+                    raise UnregisteredPredicateError(key, entry.predicate or "", sorted(registry))
+                continue
+            for name in entry.conditions.values():
                 if name not in registry:
                     raise UnregisteredPredicateError(key, name or "", sorted(registry))
 
