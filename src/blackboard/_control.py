@@ -495,24 +495,15 @@ class Control:
             and not guarded
         ):
             return writes, None  # what _prepare would answer for each: None
-        if not found and outcome.status is _OPEN and not guarded:
-            # Only the rule can settle a write early: ask it of those not judged already,
-            # without _prepare's call per write.
-            judge = self._judge
-            refusals: list[WriteResult | None] = [
-                _refused(said)
-                if isinstance(said := judge(p) if given is None else given, Reject)
-                else None
-                for p, given in zip(plain, verdicts, strict=True)
-            ]
-            return writes, refusals if any(refusals) else None  # None: every write goes on
         grants: dict[tuple[str, str], bool] = {}
         prepare = self._prepare
         early = [
             prepare(proposed, write, found, outcome, grants, verdict)
             for proposed, write, verdict in zip(plain, writes, verdicts, strict=True)
         ]
-        return writes, early
+        # Nothing settled early (the common case): write_all then skips its bookkeeping of
+        # which writes go on.
+        return writes, early if any(early) else None
 
     def _verdict_of(self, proposal: ProposedWrite | Judged) -> Accept | Reject | None:
         """The verdict a Judged proposal carries (``None``: judge it when written)."""
@@ -548,7 +539,9 @@ class Control:
             return self._not_permitted(write.writer, write.region or "")
         if verdict is None:
             verdict = self._judge(proposed)
-        return _refused(verdict) if isinstance(verdict, Reject) else None
+        if isinstance(verdict, Reject):
+            return Rejected(RejectionCause.ADMISSION, verdict.reason)
+        return None
 
     def _permitted(self, write: PendingWrite, grants: dict[tuple[str, str], bool]) -> bool:
         pair = (write.writer, write.region or "")
@@ -869,10 +862,6 @@ def _repeat(write: PendingWrite, key: str, found: tuple[Record, str]) -> Written
 
 
 _CHECKS_PERMISSION = operator.attrgetter("check_permission")
-
-
-def _refused(verdict: Reject) -> Rejected:
-    return Rejected(RejectionCause.ADMISSION, verdict.reason)
 
 
 def _closed(sequence: int) -> Rejected:

@@ -105,6 +105,12 @@ def test_closed_run_is_rejected_before_the_rule(store_spec: StoreSpec) -> None:
     assert isinstance(result, Rejected) and result.cause is RejectionCause.RUN_CLOSED
     cas = model.control.set_premise("w", "window", 6, expected_version=1)
     assert isinstance(cas, Rejected) and cas.cause is RejectionCause.RUN_CLOSED
+    batch = model.control.write_all(
+        [ProposedContribution("w", "findings", {"x": 2}), ProposedPremiseWrite("w", "window", 6, 1)]
+    )
+    assert [(type(r), getattr(r, "cause", None)) for r in batch] == [
+        (Rejected, RejectionCause.RUN_CLOSED)
+    ] * 2
     assert rule.seen == []
     assert model.reader.head() == head
     assert model.control.abort("again").reason == "operator stopped it"  # closed stays closed
