@@ -112,7 +112,6 @@ class Journal:
         self.entry_checks: list[EntryCheck] = []
         self._state = Projection()
         self._pending: list[Pending] | None = None
-        self.pending = 0
         self._flushed = 0
         self._focus: dict[str, None] | None = None
         self._claim_lost = False
@@ -138,12 +137,6 @@ class Journal:
     # -- reading ----------------------------------------------------------------------
 
     _projection: Projection
-    pending: int
-    """How many records the open batch holds (not yet committed).
-
-    Counted as records join and leave the batch, not by a property: a cycle asks after
-    every entry's step, and a property's call cost more than the answer.
-    """
     view: View
     """The projection, read-only: every entry's state and the work queues.
 
@@ -165,6 +158,11 @@ class Journal:
     def focus(self) -> dict[str, None] | None:
         """The entries a worker's controller may work on now (``None``: all of them)."""
         return self._focus
+
+    @property
+    def pending(self) -> int:
+        """How many records the open batch holds (not yet committed)."""
+        return 0 if self._pending is None else len(self._pending)
 
     @property
     def batching(self) -> bool:
@@ -242,18 +240,15 @@ class Journal:
             yield
             return
         self._pending = []
-        self.pending = 0
         self._flushed = 0
         with _collector_paused():
             try:
                 yield
             except BaseException:
                 self._pending = None
-                self.pending = 0
                 self._rebuild()
                 raise
             pending, self._pending = self._pending, None
-            self.pending = 0
             if pending:
                 self._commit(pending)
 
@@ -268,7 +263,6 @@ class Journal:
         if not self._pending:
             return True
         pending, self._pending = self._pending, []
-        self.pending = 0
         landed = self._commit(pending)
         self._flushed += len(pending)
         return landed
@@ -300,7 +294,6 @@ class Journal:
         item = _pending(Pending, (proposal, key))
         if self._pending is not None:
             self._pending.append(item)
-            self.pending += 1
         else:
             self._commit([item])
 
