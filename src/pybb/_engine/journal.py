@@ -119,20 +119,7 @@ class Journal:
         # holds one has sequence numbers to hand out (``_number``), so the others (W1:
         # most of them) need not look at each of their records again.
         self._to_number = 0
-        self._bind_hot_calls()
         self._rebuild()
-
-    def _bind_hot_calls(self) -> None:
-        """Bind :meth:`emit` and :meth:`judge` to what they call, unless a subclass overrides them.
-
-        Each is one frame around one call (``_emit``, this class's or a subclass's; the
-        control's ``judge``), made once per record or per attempt: bound on the instance,
-        the frame between (some 600 instructions) is gone, and so is nothing else.
-        """
-        if type(self).emit is Journal.emit:
-            self.emit = self._emit  # type: ignore[method-assign]
-        if type(self).judge is Journal.judge:
-            self.judge = self.model.control.judge  # type: ignore[method-assign]
 
     # -- reading ----------------------------------------------------------------------
 
