@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,8 +40,12 @@ assert w1_outcomes(board) == w1_expected(n), "W1 did not end as its closed form 
 """
 
 
-def instructions(src: Path, store: str, n: int) -> int:
-    """Instructions callgrind counts for one whole W1 run of ``n`` entries from ``src``."""
+def instructions(src: Path, store: str, n: int) -> tuple[int, Counter[str]]:
+    """Instructions callgrind counts for one whole W1 run of ``n`` entries from ``src``.
+
+    Returns the total and the same split by the shared library that ran them (the
+    interpreter, libsqlite3, libc, orjson...).
+    """
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         command = [
@@ -56,15 +61,64 @@ def instructions(src: Path, store: str, n: int) -> int:
         ]
         env = dict(os.environ, PYTHONPATH=str(src))
         subprocess.run(command, check=True, capture_output=True, env=env)
-        totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+        text = out.read_text()
+    totals = re.search(r"^(?:summary|totals): (\d+)", text, re.MULTILINE)
     if totals is None:
         raise SystemExit(f"callgrind wrote no totals for {store} at N={n}")
-    return int(totals.group(1))
+    return int(totals.group(1)), by_library(text)
 
 
-def per_entry(src: Path, store: str, small: int, large: int) -> float:
-    """Instructions per entry between two sizes (start-up and set-up cancel out)."""
-    return (instructions(src, store, large) - instructions(src, store, small)) / (large - small)
+def by_library(callgrind_out: str) -> Counter[str]:
+    """Self instructions by the shared library (``ob=``) of the function that ran them.
+
+    Reads callgrind's output format: ``ob=``/``fn=`` lines name where the cost lines
+    after them belong (a name is given once as ``(id) name``, then as ``(id)``); the cost
+    line after a ``calls=`` line is that call's inclusive cost, counted by its callee.
+    """
+    names: dict[str, str] = {}
+    libraries: Counter[str] = Counter()
+    library, after_call = "???", False
+    for line in callgrind_out.splitlines():
+        if line.startswith("ob="):
+            library = _named(names, line[3:])
+        elif line.startswith("calls="):
+            after_call = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if after_call:
+                after_call = False
+            else:
+                fields = line.split()
+                if len(fields) > 1:
+                    libraries[_library_name(library)] += int(fields[1])
+        elif line.startswith("cob="):
+            _named(names, line[4:])  # a callee's library, named here the first time
+    return libraries
+
+
+def _named(names: dict[str, str], spec: str) -> str:
+    """The name a compressed ``(id) name`` or ``(id)`` stands for, remembering new ones."""
+    ident, _, name = spec.partition(" ")
+    if name:
+        names[ident] = name
+    return names.get(ident, spec)
+
+
+def _library_name(path: str) -> str:
+    name = Path(path).name
+    return "the interpreter (libpython)" if name.startswith("libpython") else name.split(".")[0]
+
+
+def per_entry(src: Path, store: str, small: int, large: int) -> tuple[float, dict[str, float]]:
+    """Instructions per entry between two sizes (start-up and set-up cancel out), in all
+    and by shared library."""
+    total_small, small_libraries = instructions(src, store, small)
+    total_large, large_libraries = instructions(src, store, large)
+    span = large - small
+    libraries = {
+        name: (large_libraries[name] - small_libraries[name]) / span
+        for name in large_libraries | small_libraries
+    }
+    return (total_large - total_small) / span, libraries
 
 
 def main() -> None:
@@ -72,6 +126,11 @@ def main() -> None:
     parser.add_argument("--stores", nargs="+", choices=("memory", "sqlite"), default=["memory"])
     parser.add_argument("--sizes", type=int, nargs=2, default=[1_000, 3_000])
     parser.add_argument("--base", type=Path, help="another checkout's src folder to compare")
+    parser.add_argument(
+        "--by-library",
+        action="store_true",
+        help="also split this tree's instructions by the shared library that ran them",
+    )
     args = parser.parse_args()
     small, large = sorted(args.sizes)
     if shutil.which("valgrind") is None:
@@ -81,13 +140,23 @@ def main() -> None:
     print(f"W1, instructions per entry (callgrind, N {small:,} -> {large:,})")
     print("| store | this tree | base | this / base |")
     print("|---|---:|---:|---:|")
+    split: dict[str, dict[str, float]] = {}
     for store in args.stores:
-        ours = per_entry(SOURCE, store, small, large)
+        ours, split[store] = per_entry(SOURCE, store, small, large)
         if args.base is None:
             print(f"| {store} | {ours / 1000:.1f}k | - | - |")
             continue
-        theirs = per_entry(args.base.resolve(), store, small, large)
+        theirs, _ = per_entry(args.base.resolve(), store, small, large)
         print(f"| {store} | {ours / 1000:.1f}k | {theirs / 1000:.1f}k | {ours / theirs:.3f} |")
+    if args.by_library:
+        print()
+        print("This tree's instructions per entry by shared library:")
+        print("| store | library | per entry |")
+        print("|---|---|---:|")
+        for store, libraries in split.items():
+            for name, count in sorted(libraries.items(), key=lambda item: -item[1]):
+                if abs(count) >= 100:  # what is left of a library the run barely uses is noise
+                    print(f"| {store} | {name} | {count / 1000:.1f}k |")
 
 
 if __name__ == "__main__":

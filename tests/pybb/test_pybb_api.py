@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -194,7 +195,16 @@ def test_the_instruction_benchmark_counts_this_tree_against_a_base() -> None:
         pytest.skip(reason)
     script = REPO / "bench" / "w1_instructions.py"
     out = subprocess.run(
-        [sys.executable, str(script), "--sizes", "10", "30", "--base", str(REPO / "src")],
+        [
+            sys.executable,
+            str(script),
+            "--sizes",
+            "10",
+            "30",
+            "--base",
+            str(REPO / "src"),
+            "--by-library",
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -204,3 +214,65 @@ def test_the_instruction_benchmark_counts_this_tree_against_a_base() -> None:
     # The same tree twice: the counts differ only by what hash randomisation moves.
     assert min(float(ours.rstrip("k")), float(base.rstrip("k"))) > 10, out
     assert 0.9 < float(ratio) < 1.1, out
+    # Most of a memory-store entry is the interpreter's; the split adds up to the total.
+    split = {
+        cells[1]: float(cells[2].rstrip("k"))
+        for line in out.splitlines()
+        if line.startswith("| memory | ")
+        and len(cells := [c.strip() for c in line.split("|")[1:-1]]) == 3
+    }
+    assert split["the interpreter (libpython)"] > 0.5 * float(ours.rstrip("k")), out
+    assert abs(sum(split.values()) - float(ours.rstrip("k"))) < 0.02 * float(ours.rstrip("k")), out
+
+
+def test_the_instruction_split_reads_callgrinds_compressed_names_and_calls() -> None:
+    # A script, not a module of a package: loaded from its file.
+    spec = importlib.util.spec_from_file_location(
+        "w1_instructions", REPO / "bench" / "w1_instructions.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = "\n".join(
+        [
+            "events: Ir",
+            "ob=(1) /usr/lib/libpython3.11.so.1.0",
+            "fl=(1) ceval.c",
+            "fn=(1) eval",
+            "10 500",
+            "+2 300",
+            "cob=(2) /usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6",
+            "cfn=(2) sqlite3_step",
+            "calls=4 0",
+            "12 9000",  # the call's inclusive cost: counted where the callee runs
+            "* 7",
+            "ob=(2)",
+            "fn=(2)",
+            "0 9000",
+            "ob=(1)",
+            "fn=(1)",
+            "-3 3",
+            "totals: 9810",
+        ]
+    )
+    assert script.by_library(out) == {"the interpreter (libpython)": 810, "libsqlite3": 9000}
+
+
+def test_the_profile_benchmark_splits_w1_by_module_and_layer() -> None:
+    script = REPO / "bench" / "w1_profile.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--entries", "100", "--store", "sqlite", "--top", "40"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    modules = [line.split("|")[1].strip() for line in out.splitlines() if line.count("|") == 6]
+    assert "pybb._engine.journal" in modules and "blackboard.stores._sqlite" in modules, out
+    layers = {
+        cells[0]: float(cells[1].rstrip("%"))
+        for line in out.splitlines()
+        if line.count("|") == 3
+        and (cells := [c.strip() for c in line.split("|")[1:-1]])[1].endswith("%")
+    }
+    assert {"engine", "kernel", "store", "C functions"} <= set(layers), out
+    assert abs(sum(layers.values()) - 100) < 1, out
