@@ -202,9 +202,24 @@ class Journal:
         """Apply a record to the projection now; commit it now or with the batch.
 
         ``judged`` is the rule's verdict on this very record (:meth:`judge`), which the
-        commit keeps instead of asking the rule again.
+        commit keeps instead of asking the rule again. A negative control may replace
+        this method (tests subclass it): every record is written through it.
         """
-        self._emit(region, writer, content, key, judged)
+        proposal: ProposedWrite | Judged
+        if judged is not None:
+            proposal = judged
+        elif region == CYCLE:
+            proposal = ProposedPremiseWrite(writer, CYCLE, content, self._projection.cycle_version)
+        else:
+            proposal = contribution(writer, region, content)
+        self._projection.apply(region, content)
+        if region in (ESCALATIONS, RESOLUTIONS):
+            self._to_number += 1
+        item = _pending(Pending, (proposal, key))
+        if self._pending is not None:
+            self._pending.append(item)
+        else:
+            self._commit([item])
 
     def check_new_entry(self, content: Mapping[str, Any]) -> None:
         """Put a new entry's record to every :attr:`entry_checks` (certify segment only)."""
@@ -264,25 +279,6 @@ class Journal:
         return self._catch_up()
 
     # -- what a negative control may replace (tests subclass these) ----------------------
-
-    def _emit(
-        self, region: str, writer: str, content: Any, key: str | None, judged: Judged | None = None
-    ) -> None:
-        proposal: ProposedWrite | Judged
-        if judged is not None:
-            proposal = judged
-        elif region == CYCLE:
-            proposal = ProposedPremiseWrite(writer, CYCLE, content, self._projection.cycle_version)
-        else:
-            proposal = contribution(writer, region, content)
-        self._projection.apply(region, content)
-        if region in (ESCALATIONS, RESOLUTIONS):
-            self._to_number += 1
-        item = _pending(Pending, (proposal, key))
-        if self._pending is not None:
-            self._pending.append(item)
-        else:
-            self._commit([item])
 
     def _commit(self, items: list[Pending]) -> bool:
         """Write ``items`` in one transaction; False if the board did not take them as decided."""

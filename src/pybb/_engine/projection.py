@@ -429,6 +429,15 @@ class Projection:
             self.unsettled[entry.key] = None
 
     def _verdict(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
+        self._judged(entry, content)
+        if entry.stage is _NEW:
+            self._stage(entry, _EVALUATED)
+            self.undispatched[entry.key] = None
+        elif entry.stage is _WORKING:
+            self._settle(entry)
+
+    def _judged(self, entry: EntryState, content: Mapping[str, Any]) -> None:
+        """Take in a verdict's result; the caller moves the entry's stage on."""
         entry.result = content["result"]
         entry.good_standing = bool(content["good_standing"])
         entry.judgement_error = content.get("error")
@@ -436,15 +445,14 @@ class Projection:
         self.dirty.pop(entry.key, None)
         if entry.original_result is None:
             entry.original_result = entry.result
-        if entry.stage is _NEW:
-            self._stage(entry, _EVALUATED)
-            self.undispatched[entry.key] = None
-        elif entry.stage is _WORKING:
-            self._settle(entry)
 
     def _dispatch(self, entry: EntryState, content: Mapping[str, Any], sequence: int) -> None:
         if "good_standing" in content:  # the first verdict, carried by its dispatch (ADR 0026)
-            self._verdict(entry, content, sequence)
+            if entry.stage is _NEW:
+                # Straight onto its chain below, not into the evaluated stage and out again.
+                self._judged(entry, content)
+            else:
+                self._verdict(entry, content, sequence)
         self.undispatched.pop(entry.key, None)
         name = content["chain"]
         entry.chain_name = _CHAINS[name] if type(name) is str and name in _CHAINS else Chain(name)

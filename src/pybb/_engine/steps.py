@@ -393,7 +393,7 @@ class CycleSteps:
             self._journal, self._predicates, source, entry, number, outcome, now
         )
         once = f"attempt/{entry.record_key}/{source.name}/{number}"
-        self._journal.emit(ATTEMPTS, writer, content, once, judged=judged)
+        self._journal.emit(ATTEMPTS, writer, content, once, judged)
         if (
             entry.stage is _WORKING
             and entry.source == source.name

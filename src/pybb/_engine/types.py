@@ -6,7 +6,10 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from types import MappingProxyType
+from typing import Any, final
+
+from blackboard.frozen import builder
 
 __all__ = [
     "AttemptStatus",
@@ -86,7 +89,12 @@ class HaltReason(enum.StrEnum):
     """Entries still need work, but no knowledge source can contribute to any of them."""
 
 
-@dataclass(frozen=True, slots=True)
+_FRESH_HISTORY: Mapping[str, int] = MappingProxyType({})
+"""``BlackboardEntry``'s default ``ks_history``: a fresh dict for each entry."""
+
+
+@final
+@dataclass(frozen=True, slots=True, init=False)
 class BlackboardEntry:
     """One entry: what was measured, the condition it must meet, and how it stands.
 
@@ -124,6 +132,44 @@ class BlackboardEntry:
     source: str | None = None
     chain: Chain | None = None
     generation: int = 1
+
+    def __new__(
+        cls,
+        predicate: str | None = None,
+        conditions: Mapping[str, str] | None = None,
+        measurement: Any = None,
+        result: bool | dict[str, bool] | None = None,
+        good_standing: bool = False,
+        original_measurement: Any = None,
+        ks_history: Mapping[str, int] = _FRESH_HISTORY,
+        segment: Segment = Segment.CERTIFY,
+        stage: Stage = Stage.NEW,
+        source: str | None = None,
+        chain: Chain | None = None,
+        generation: int = 1,
+    ) -> BlackboardEntry:
+        # The dataclass's own ``__init__`` sets each field through ``object.__setattr__``
+        # (it is frozen): 19.5k instructions for one entry an application writes, a third
+        # of that through its builder (``blackboard.frozen``, docs/adr/0025).
+        history = {} if ks_history is _FRESH_HISTORY else ks_history
+        return _build_entry(
+            predicate,
+            conditions,
+            measurement,
+            result,
+            good_standing,
+            original_measurement,
+            history,
+            segment,
+            stage,
+            source,
+            chain,
+            generation,
+        )
+
+
+_build_entry = builder(BlackboardEntry)
+"""``BlackboardEntry`` from every field, positionally (what its constructor calls)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,10 +99,10 @@ class ForgetfulJournal(Journal):
             state.head = record.sequence
         self._state = state
 
-    def _emit(
+    def emit(
         self, region: str, writer: str, content: Any, key: str | None, judged: Any = None
     ) -> None:
-        super()._emit(region, writer, content, None if region == ATTEMPTS else key, judged)
+        super().emit(region, writer, content, None if region == ATTEMPTS else key, judged)
 
 
 class AckEarly(Blackboard):
