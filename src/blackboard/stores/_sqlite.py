@@ -124,9 +124,17 @@ _INSERT_RECORD = (
     "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
     " ikey, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# Nearly every record: a contribution (no version) whose fingerprint is derived (none
+# kept). Its constants are written in the SQL, not bound: sqlite3 binds a None through its
+# adapter look-up, whose failed attribute look-up on the protocol type formats an
+# AttributeError and drops it, about 3,000 instructions a None (two per record here).
+_INSERT_LEVEL = (
+    "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
+    " ikey, fingerprint) VALUES (?, ?, 'level', ?, ?, ?, NULL, ?, ?, NULL)"
+)
 _INSERT_UNIQUE = "INSERT INTO bb_uniques (board_id, region, ukey, seq) VALUES (?, ?, ?, ?)"
-# Held-back rows are written every this many records: a W1 cycle of 30,000 records held
-# whole put about 1 KiB an entry on the process's peak memory.
+# Held-back rows of a statement are written every this many records: a W1 cycle of 30,000
+# records held whole put about 1 KiB an entry on the process's peak memory.
 _FLUSH_ROWS = 1000
 _TABLES = frozenset(
     {"bb_boards", "bb_records", "bb_premises", "bb_uniques", "bb_grants", "bb_claims"}
@@ -622,7 +630,9 @@ class _SQLiteTxn:
         # Rows of bb_records and bb_uniques held back until flush(), which writes each
         # table's with one executemany: one Cursor.execute per record was most of a
         # batch's SQLite time. A look-up that must read those tables flushes first.
+        # A record's row is _INSERT_LEVEL's if it fits it, else _INSERT_RECORD's.
         self._rows: list[tuple[Any, ...]] = []
+        self._level_rows: list[tuple[Any, ...]] = []
         self._unique_rows: list[tuple[Any, ...]] = []
         # Per level, unique keys prefetch_uniques looked up (None: free) or this
         # transaction took (their sequence).
@@ -686,6 +696,9 @@ class _SQLiteTxn:
         if self._rows:
             self._execute_many(_INSERT_RECORD, self._rows)
             self._rows = []
+        if self._level_rows:
+            self._execute_many(_INSERT_LEVEL, self._level_rows)
+            self._level_rows = []
         if self._unique_rows:
             self._execute_many(_INSERT_UNIQUE, self._unique_rows)
             self._unique_rows = []
@@ -814,21 +827,39 @@ class _SQLiteTxn:
         if key is not None:
             # The key is taken now: find_key reads it back from the table, as before.
             self._absent.discard(key)
-        self._rows.append(
-            (
-                self.board_id,
-                record.sequence,
-                record.kind._value_,  # what .value returns, without the enum property's call
-                record.region,
-                record.writer,
-                write.payload,
-                record.version,
-                self._timestamp(record.at),
-                key,
-                fingerprint or None,
+        kind, at = record.kind, record.at
+        # A batch's records share one admission time: converted once, not per record.
+        seconds = self._at_seconds if at is self._at else self._timestamp(at)
+        if kind is _LEVEL and not fingerprint:
+            rows = self._level_rows
+            rows.append(
+                (
+                    self.board_id,
+                    record.sequence,
+                    record.region,
+                    record.writer,
+                    write.payload,
+                    seconds,
+                    key,
+                )
             )
-        )
-        if record.kind is _LEVEL:
+        else:
+            rows = self._rows
+            rows.append(
+                (
+                    self.board_id,
+                    record.sequence,
+                    kind._value_,  # what .value returns, without the enum property's call
+                    record.region,
+                    record.writer,
+                    write.payload,
+                    record.version,
+                    seconds,
+                    key,
+                    fingerprint or None,
+                )
+            )
+        if kind is _LEVEL:
             if write.unique_key is not None:
                 self._held.setdefault(record.region or "", {})[write.unique_key] = record.sequence
                 self._unique_rows.append(
@@ -838,13 +869,12 @@ class _SQLiteTxn:
             self._derive(record, write)
         # The head row is written once per transaction, in finish().
         self._head = record.sequence
-        if len(self._rows) >= _FLUSH_ROWS:
+        if len(rows) >= _FLUSH_ROWS:
             self.flush()
 
     def _timestamp(self, at: datetime) -> float:
-        # A batch's records share one admission time: convert it once, not per record.
-        if at is not self._at:
-            self._at, self._at_seconds = at, at.timestamp()
+        """``at`` in seconds, kept for the next record (a batch's records share their time)."""
+        self._at, self._at_seconds = at, at.timestamp()
         return self._at_seconds
 
     def _derive(self, record: Record, write: PendingWrite) -> None:
