@@ -172,3 +172,53 @@ def test_a_file_written_this_way_reads_back_with_plain_sqlite(tmp_path: Path) ->
         seqs = [s for (s,) in conn.execute("SELECT seq FROM bb_records ORDER BY seq")]
         uniques = conn.execute("SELECT count(*) FROM bb_uniques").fetchone()
     assert head == 20 and seqs == list(range(1, 21)) and uniques == (20,)
+
+
+def test_an_append_after_its_read_ahead_looks_no_key_up_again(store: SQLiteStore) -> None:
+    batch = [_level(1, key="k1"), _level(2, key="k2"), _level(3, key="k3")]
+    store.read_ahead(BOARD, batch)
+    statements = _Statements(store)
+    outcomes = store.append(BOARD, batch)
+    assert [o.record.sequence for o in outcomes if isinstance(o, Appended)] == [1, 2, 3]
+    # BEGIN, the board row, the records (one trace each), the head, COMMIT: no look-up
+    # of the keys.
+    assert [s.split()[0] for s in statements.take()] == [
+        "BEGIN",
+        "SELECT",
+        *["INSERT"] * 3,
+        "UPDATE",
+        "COMMIT",
+    ]
+    # Taken by that append: the next one looks its keys up (and finds them).
+    statements = _Statements(store)
+    again = store.append(BOARD, batch)
+    assert all(isinstance(o, Repeated) for o in again)
+    assert sum(s.startswith("SELECT") for s in statements.take()) == 2
+
+
+def test_a_key_written_after_the_read_ahead_is_found_in_the_transaction(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    batch = [_level(1, key="k1"), _level(2, key="k2")]
+    found, _ = store.read_ahead(BOARD, batch)
+    assert found == {}
+    with SQLiteStore(tmp_path / "board.db") as other:  # another process, in effect
+        (kept,) = other.append(BOARD, [_level(2, key="k2")])
+    assert isinstance(kept, Appended)
+    # The head moved since the read ahead: its answers are not taken, the keys are read.
+    first, second = store.append(BOARD, batch)
+    assert isinstance(first, Appended) and first.record.sequence == 2
+    assert isinstance(second, Repeated) and second.record.sequence == 1
+
+
+def test_a_read_ahead_of_another_board_or_other_keys_is_not_taken(
+    store: SQLiteStore,
+) -> None:
+    store.open_board("other", "{}", [])
+    store.append(BOARD, [_level(1, key="k1")])
+    store.read_ahead("other", [_level(1, key="k1"), _level(2, key="k2")])
+    first, second = store.append(BOARD, [_level(1, key="k1"), _level(2, key="k2")])
+    assert isinstance(first, Repeated) and isinstance(second, Appended)
+    store.read_ahead(BOARD, [_level(3, key="k3"), _level(4, key="k4")])
+    first, second = store.append(BOARD, [_level(3, key="k3"), _level(1, key="k1")])
+    assert isinstance(first, Appended) and isinstance(second, Repeated)
