@@ -172,3 +172,82 @@ def test_a_file_written_this_way_reads_back_with_plain_sqlite(tmp_path: Path) ->
         seqs = [s for (s,) in conn.execute("SELECT seq FROM bb_records ORDER BY seq")]
         uniques = conn.execute("SELECT count(*) FROM bb_uniques").fetchone()
     assert head == 20 and seqs == list(range(1, 21)) and uniques == (20,)
+
+
+def test_an_append_after_its_read_ahead_looks_no_key_up_again(store: SQLiteStore) -> None:
+    batch = [_level(1, key="k1"), _level(2, key="k2"), _level(3, key="k3")]
+    store.read_ahead(BOARD, batch)
+    statements = _Statements(store)
+    outcomes = store.append(BOARD, batch)
+    assert [o.record.sequence for o in outcomes if isinstance(o, Appended)] == [1, 2, 3]
+    # BEGIN, the board row, the records (one trace each), the head, COMMIT: no look-up
+    # of the keys.
+    assert [s.split()[0] for s in statements.take()] == [
+        "BEGIN",
+        "SELECT",
+        *["INSERT"] * 3,
+        "UPDATE",
+        "COMMIT",
+    ]
+    # Taken by that append: the next one looks its keys up (and finds them).
+    statements = _Statements(store)
+    again = store.append(BOARD, batch)
+    assert all(isinstance(o, Repeated) for o in again)
+    assert sum(s.startswith("SELECT") for s in statements.take()) == 2
+
+
+def test_a_key_written_after_the_read_ahead_is_found_in_the_transaction(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    batch = [_level(1, key="k1"), _level(2, key="k2")]
+    found, _ = store.read_ahead(BOARD, batch)
+    assert found == {}
+    with SQLiteStore(tmp_path / "board.db") as other:  # another process, in effect
+        (kept,) = other.append(BOARD, [_level(2, key="k2")])
+    assert isinstance(kept, Appended)
+    # The head moved since the read ahead: its answers are not taken, the keys are read.
+    first, second = store.append(BOARD, batch)
+    assert isinstance(first, Appended) and first.record.sequence == 2
+    assert isinstance(second, Repeated) and second.record.sequence == 1
+
+
+def test_a_read_ahead_of_another_board_or_other_keys_is_not_taken(
+    store: SQLiteStore,
+) -> None:
+    store.open_board("other", "{}", [])
+    store.append(BOARD, [_level(1, key="k1")])
+    store.read_ahead("other", [_level(1, key="k1"), _level(2, key="k2")])
+    first, second = store.append(BOARD, [_level(1, key="k1"), _level(2, key="k2")])
+    assert isinstance(first, Repeated) and isinstance(second, Appended)
+    store.read_ahead(BOARD, [_level(3, key="k3"), _level(4, key="k4")])
+    first, second = store.append(BOARD, [_level(3, key="k3"), _level(1, key="k1")])
+    assert isinstance(first, Appended) and isinstance(second, Repeated)
+
+
+def test_a_big_batch_is_written_fifty_rows_to_an_insert(store: SQLiteStore) -> None:
+    # Level rows, rows of the general statement (premises) and unique keys, each with a
+    # remainder past its last 50: read back as written, in one sequence.
+    premise = PendingWrite(RecordKind.PREMISE, "p", "clerk", encode(0, "value"))
+    opening = store.append(BOARD, [premise])
+    assert isinstance(opening[0], Appended)
+    sets = [
+        PendingWrite(RecordKind.PREMISE, "p", "clerk", encode(v, "value"), expected_version=v)
+        for v in range(1, 61)
+    ]
+    levels = [_level(i, key=f"k{i}", unique=f"u{i}" if i % 2 else None) for i in range(120)]
+    statements = _Statements(store)
+    outcomes = store.append(BOARD, [*levels, *sets])
+    assert [o.record.sequence for o in outcomes if isinstance(o, Appended)] == list(range(2, 182))
+    seen = statements.take()
+    # Two runs of 50 level rows and 20 alone; one of 50 premise rows and 10 alone; one of
+    # 50 unique keys and 10 alone (and each premise's own upsert).
+    assert sum(s.count("), (") == 49 for s in seen) == 4
+    assert sum(s.startswith("INSERT INTO bb_records") for s in seen) == 3 + 20 + 10
+    log = store.read_log(BOARD)
+    assert [r.sequence for r in log] == list(range(1, 182))
+    assert [r.content for r in log[1:121]] == [{"n": i} for i in range(120)]
+    assert [r.idempotency_key for r in log[1:121]] == [f"k{i}" for i in range(120)]
+    assert [r.version for r in log[121:]] == list(range(2, 62))
+    again = store.append(BOARD, [_level(0, key="k0"), _level(7, unique="u7")])
+    assert isinstance(again[0], Repeated) and isinstance(again[1], Duplicate)
+    assert again[1].sequence == 9

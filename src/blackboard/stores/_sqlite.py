@@ -8,6 +8,7 @@ so the sequence counter is read and bumped by one writer at a time and stays gap
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sqlite3
 import threading
 import time
@@ -103,10 +104,11 @@ _FIND_KEYS = (
     f"SELECT {_COLUMNS}, fingerprint FROM bb_records INDEXED BY bb_records_ikey"
     " WHERE board_id = ? AND ikey IN ({})"
 )
-# The run's close record (marked 1) and the keyed rows (marked 0), as one statement.
+# The board's head with its close record if any (marked 1) and the keyed rows (marked 0),
+# as one statement.
 _KEYS_AND_OUTCOME = (
-    "SELECT 1, r.seq, NULL, NULL, NULL, r.payload, NULL, NULL, NULL, NULL FROM bb_boards b"
-    " JOIN bb_records r ON r.board_id = b.board_id AND r.seq = b.closed_seq"
+    "SELECT 1, r.seq, b.head, NULL, NULL, r.payload, NULL, NULL, NULL, NULL FROM bb_boards b"
+    " LEFT JOIN bb_records r ON r.board_id = b.board_id AND r.seq = b.closed_seq"
     " WHERE b.board_id = ? UNION ALL"
     f" SELECT 0, {_COLUMNS}, fingerprint FROM bb_records INDEXED BY bb_records_ikey"
     " WHERE board_id = ? AND ikey IN ({})"
@@ -124,9 +126,31 @@ _INSERT_RECORD = (
     "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
     " ikey, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# Nearly every record: a contribution (no version) whose fingerprint is derived (none
+# kept). Its constants are written in the SQL, not bound: sqlite3 binds a None through its
+# adapter look-up, whose failed attribute look-up on the protocol type formats an
+# AttributeError and drops it, about 3,000 instructions a None (two per record here).
+_INSERT_LEVEL = (
+    "INSERT INTO bb_records (board_id, seq, kind, region, writer, payload, version, at,"
+    " ikey, fingerprint) VALUES (?, ?, 'level', ?, ?, ?, NULL, ?, ?, NULL)"
+)
 _INSERT_UNIQUE = "INSERT INTO bb_uniques (board_id, region, ukey, seq) VALUES (?, ?, ?, ?)"
-# Held-back rows are written every this many records: a W1 cycle of 30,000 records held
-# whole put about 1 KiB an entry on the process's peak memory.
+# Held-back rows are written this many to a statement run, in one multi-row INSERT: a run
+# per row cost SQLite its set-up and wind-down (and the driver its loop) for each, 6 % of
+# a W1 entry's instructions. 50 rows of 10 values stay within SQLite's oldest limit of 999
+# bound values. The rows left over (fewer than 50) go one to a run, as before.
+_ROWS_PER_INSERT = 50
+
+
+def _many_rows(sql: str) -> str:
+    """``sql``, an INSERT of one row's ``VALUES (...)``, as an INSERT of _ROWS_PER_INSERT rows."""
+    head, row = sql.split(" VALUES ")
+    return f"{head} VALUES {', '.join([row] * _ROWS_PER_INSERT)}"
+
+
+_MANY_ROWS = {sql: _many_rows(sql) for sql in (_INSERT_RECORD, _INSERT_LEVEL, _INSERT_UNIQUE)}
+# Held-back rows of a statement are written every this many records: a W1 cycle of 30,000
+# records held whole put about 1 KiB an entry on the process's peak memory.
 _FLUSH_ROWS = 1000
 _TABLES = frozenset(
     {"bb_boards", "bb_records", "bb_premises", "bb_uniques", "bb_grants", "bb_claims"}
@@ -169,6 +193,11 @@ class SQLiteStore(Store):
             )
         self.path = str(path)
         self._lock = threading.Lock()
+        # What the last read_ahead found: the board, its head then, and the keys absent.
+        # Records are only ever added, each moving the head: an append whose transaction
+        # finds that head unmoved knows those keys are still absent, without looking them
+        # up again (4 % of a W1 entry's instructions). Taken by the next append.
+        self._ahead: tuple[str, int, frozenset[str]] | None = None
         try:
             self._conn = (connect or _connect)(self.path)
             self._refuse_foreign_tables(self._conn)  # before WAL mode rewrites the header
@@ -313,7 +342,10 @@ class SQLiteStore(Store):
         """Judge and keep ``writes`` in one durable transaction."""
 
         def work(cur: sqlite3.Cursor) -> list[AppendOutcome]:
+            ahead, self._ahead = self._ahead, None
             txn = _SQLiteTxn(cur, board_id)
+            if ahead is not None and ahead[0] == board_id:
+                txn.absent_at = ahead[1:]
             outcomes = apply_writes(txn, writes, fence)
             txn.finish()
             fault_point("store.before_commit")
@@ -342,14 +374,18 @@ class SQLiteStore(Store):
         """The writes' keys already written and the run's state, under one lock.
 
         Outside the write lock, as the two reads one after the other: what they say is
-        checked again by the append's transaction.
+        checked again by the append's transaction (the keys found absent, by the head).
         """
         keys = [w.idempotency_key for w in writes if w.idempotency_key is not None]
 
         def work(cur: sqlite3.Cursor) -> tuple[dict[str, tuple[Record, str]], Outcome]:
+            self._ahead = None
             if not keys:
                 return {}, _outcome(cur, board_id)
-            return _keys_and_outcome(cur, board_id, keys)
+            found, outcome, head = _keys_and_outcome(cur, board_id, keys)
+            if head is not None:
+                self._ahead = (board_id, head, frozenset(keys).difference(found))
+            return found, outcome
 
         result: tuple[dict[str, tuple[Record, str]], Outcome] = self._read(
             "read ahead of a batch", work
@@ -514,11 +550,13 @@ def _found_keys(
 
 def _keys_and_outcome(
     cur: sqlite3.Cursor, board_id: str, keys: Sequence[str]
-) -> tuple[dict[str, tuple[Record, str]], Outcome]:
-    """The keys already written and the run's state, the first 500 keys in one statement.
+) -> tuple[dict[str, tuple[Record, str]], Outcome, int | None]:
+    """The keys already written, the run's state and the head (None: no such board).
 
-    One statement is one read transaction: two shared-lock round trips (fcntl) fewer than
-    the two reads one after the other, and one call into SQLite fewer, per single write.
+    The first 500 keys are read with the board row in one statement, which is one read
+    transaction: two shared-lock round trips (fcntl) fewer than the two reads one after
+    the other, and one call into SQLite fewer, per single write. The head is read before
+    any key: a key absent from a later chunk is absent at that head if it is unmoved.
     """
     chunk = list(keys[:500])
     rows = cur.execute(
@@ -526,15 +564,18 @@ def _keys_and_outcome(
     ).fetchall()
     found: dict[str, tuple[Record, str]] = {}
     outcome = _OPEN
+    head = None
     for row in rows:
-        if row[0]:  # the close record, which the board's closed_seq names
+        if not row[0]:
+            found[row[8]] = _found(row[1:])
+            continue
+        head = int(row[2])
+        if row[1] is not None:  # the close record, which the board's closed_seq names
             content = decode(row[5])
             outcome = Outcome(RunStatus(content["status"]), content["reason"], int(row[1]))
-        else:
-            found[row[8]] = _found(row[1:])
     if len(keys) > 500:
         found.update(_found_keys(cur, board_id, keys[500:]))
-    return found, outcome
+    return found, outcome, head
 
 
 def _found(row: tuple[Any, ...]) -> tuple[Record, str]:
@@ -622,11 +663,15 @@ class _SQLiteTxn:
         # Rows of bb_records and bb_uniques held back until flush(), which writes each
         # table's with one executemany: one Cursor.execute per record was most of a
         # batch's SQLite time. A look-up that must read those tables flushes first.
+        # A record's row is _INSERT_LEVEL's if it fits it, else _INSERT_RECORD's.
         self._rows: list[tuple[Any, ...]] = []
+        self._level_rows: list[tuple[Any, ...]] = []
         self._unique_rows: list[tuple[Any, ...]] = []
         # Per level, unique keys prefetch_uniques looked up (None: free) or this
         # transaction took (their sequence).
         self._held: dict[str, dict[str, int | None]] = {}
+        # The head a read ahead saw and the keys it found absent (SQLiteStore._ahead).
+        self.absent_at: tuple[int, frozenset[str]] | None = None
         # A single write's key and unique key, looked up with the board row by _probe.
         self._probe_key: str | None = None
         self._probe_unique: tuple[str, str] | None = None
@@ -686,6 +731,9 @@ class _SQLiteTxn:
         if self._rows:
             self._execute_many(_INSERT_RECORD, self._rows)
             self._rows = []
+        if self._level_rows:
+            self._execute_many(_INSERT_LEVEL, self._level_rows)
+            self._level_rows = []
         if self._unique_rows:
             self._execute_many(_INSERT_UNIQUE, self._unique_rows)
             self._unique_rows = []
@@ -694,14 +742,20 @@ class _SQLiteTxn:
         # A cursor of its own, closed at once: executemany leaves its statement active,
         # and an active statement keeps a connection that is closed as a last resort
         # (SQLiteStore._rollback) open as a zombie that still holds the write lock.
+        whole = len(rows) - len(rows) % _ROWS_PER_INSERT
+        if whole:  # each run ends with its statement, as a single row's does
+            many, flat = _MANY_ROWS[sql], itertools.chain.from_iterable
+            for start in range(0, whole, _ROWS_PER_INSERT):
+                self.cur.execute(many, list(flat(rows[start : start + _ROWS_PER_INSERT])))
+            rows = rows[whole:]
         if len(rows) == 1:  # a single row runs to its end: no statement is left active
             self.cur.execute(sql, rows[0])
-            return
-        cursor = self.cur.connection.cursor()
-        try:
-            cursor.executemany(sql, rows)
-        finally:
-            cursor.close()
+        elif rows:
+            cursor = self.cur.connection.cursor()
+            try:
+                cursor.executemany(sql, rows)
+            finally:
+                cursor.close()
 
     def finish(self) -> None:
         """Write the held-back rows, then the head once for the whole batch."""
@@ -787,6 +841,13 @@ class _SQLiteTxn:
         if len(keys) == 1 and self._head is None:
             self._probe_key = keys[0]  # read with the board row, by _probe
             return
+        if self.absent_at is not None:
+            if self._head is None:
+                self._read_board()  # asked anyway, next: the head the keys are judged by
+            head, absent = self.absent_at
+            if head == self._head and absent.issuperset(keys):
+                self._absent.update(keys)
+                return
         for start in range(0, len(keys), 500):
             chunk = list(dict.fromkeys(keys[start : start + 500]))
             marks = ",".join("?" * len(chunk))
@@ -814,21 +875,39 @@ class _SQLiteTxn:
         if key is not None:
             # The key is taken now: find_key reads it back from the table, as before.
             self._absent.discard(key)
-        self._rows.append(
-            (
-                self.board_id,
-                record.sequence,
-                record.kind._value_,  # what .value returns, without the enum property's call
-                record.region,
-                record.writer,
-                write.payload,
-                record.version,
-                self._timestamp(record.at),
-                key,
-                fingerprint or None,
+        kind, at = record.kind, record.at
+        # A batch's records share one admission time: converted once, not per record.
+        seconds = self._at_seconds if at is self._at else self._timestamp(at)
+        if kind is _LEVEL and not fingerprint:
+            rows = self._level_rows
+            rows.append(
+                (
+                    self.board_id,
+                    record.sequence,
+                    record.region,
+                    record.writer,
+                    write.payload,
+                    seconds,
+                    key,
+                )
             )
-        )
-        if record.kind is _LEVEL:
+        else:
+            rows = self._rows
+            rows.append(
+                (
+                    self.board_id,
+                    record.sequence,
+                    kind._value_,  # what .value returns, without the enum property's call
+                    record.region,
+                    record.writer,
+                    write.payload,
+                    record.version,
+                    seconds,
+                    key,
+                    fingerprint or None,
+                )
+            )
+        if kind is _LEVEL:
             if write.unique_key is not None:
                 self._held.setdefault(record.region or "", {})[write.unique_key] = record.sequence
                 self._unique_rows.append(
@@ -838,13 +917,12 @@ class _SQLiteTxn:
             self._derive(record, write)
         # The head row is written once per transaction, in finish().
         self._head = record.sequence
-        if len(self._rows) >= _FLUSH_ROWS:
+        if len(rows) >= _FLUSH_ROWS:
             self.flush()
 
     def _timestamp(self, at: datetime) -> float:
-        # A batch's records share one admission time: convert it once, not per record.
-        if at is not self._at:
-            self._at, self._at_seconds = at, at.timestamp()
+        """``at`` in seconds, kept for the next record (a batch's records share their time)."""
+        self._at, self._at_seconds = at, at.timestamp()
         return self._at_seconds
 
     def _derive(self, record: Record, write: PendingWrite) -> None:
