@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import os
+import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -32,14 +33,22 @@ LAYERS = (
 )
 
 
-def module_of(filename: str) -> str:
-    """The module of a profiled Python function's file, as a dotted name or a group's label."""
+def module_of(filename: str, modules: dict[str, str]) -> str:
+    """The module of a profiled Python function's file, as a dotted name or a group's label.
+
+    ``modules`` maps a loaded module's file to its name: installed or run from a
+    checkout, ``pybb`` and ``blackboard`` are named alike.
+    """
     if filename == "<string>":  # the frozen records' builders are compiled from strings
         return "frozen builders"
-    parts = Path(filename).with_suffix("").parts
-    if "src" in parts:
-        return ".".join(parts[len(parts) - parts[::-1].index("src") :])
-    return "stdlib " + Path(filename).stem
+    name = modules.get(os.path.realpath(filename))
+    return name if name is not None else "stdlib " + Path(filename).stem
+
+
+def loaded_modules() -> dict[str, str]:
+    """Each loaded module's file (resolved), to the module's name."""
+    files = {name: getattr(module, "__file__", None) for name, module in sys.modules.copy().items()}
+    return {os.path.realpath(file): name for name, file in files.items() if isinstance(file, str)}
 
 
 def layer_of(module: str) -> str:
@@ -63,11 +72,12 @@ def profile(store: str, entries: int) -> tuple[dict[str, float], Counter[str], f
         profiler.disable()
         if w1_outcomes(board) != w1_expected(entries):
             raise SystemExit("W1 did not end as its closed form says")
+    modules = loaded_modules()
     own: defaultdict[str, float] = defaultdict(float)
     calls: Counter[str] = Counter()
     for entry in profiler.getstats():
         code = entry.code  # a C function's is its description, a str
-        module = "C functions" if isinstance(code, str) else module_of(code.co_filename)
+        module = "C functions" if isinstance(code, str) else module_of(code.co_filename, modules)
         own[module] += entry.inlinetime
         calls[module] += entry.callcount
     return own, calls, sum(own.values())
