@@ -83,7 +83,7 @@ def by_library(callgrind_out: str) -> Counter[str]:
             library = _named(names, line[3:])
         elif line.startswith("calls="):
             after_call = True
-        elif line[:1].isdigit() or line[:1] in "+-*":
+        elif line and (line[0].isdigit() or line[0] in "+-*"):  # a cost line
             if after_call:
                 after_call = False
             else:

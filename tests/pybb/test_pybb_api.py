@@ -239,6 +239,7 @@ def test_the_instruction_split_reads_callgrinds_compressed_names_and_calls() -> 
             "ob=(1) /usr/lib/libpython3.11.so.1.0",
             "fl=(1) ceval.c",
             "fn=(1) eval",
+            "",  # blank lines part blocks; they are no cost line
             "10 500",
             "+2 300",
             "cob=(2) /usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6",
