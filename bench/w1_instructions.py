@@ -59,7 +59,9 @@ def instructions(src: Path, store: str, n: int) -> tuple[int, Counter[str]]:
             store,
             str(Path(tmp) / "w1.db"),
         ]
-        env = dict(os.environ, PYTHONPATH=str(src))
+        # One hash seed for every run: set and dict orders, and so the work done,
+        # otherwise differ from process to process, by up to 10 % at small N.
+        env = dict(os.environ, PYTHONPATH=str(src), PYTHONHASHSEED="0")
         subprocess.run(command, check=True, capture_output=True, env=env)
         text = out.read_text()
     totals = re.search(r"^(?:summary|totals): (\d+)", text, re.MULTILINE)
