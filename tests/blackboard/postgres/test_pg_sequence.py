@@ -7,7 +7,8 @@ writer was not told of; no error surfaced; with a closer, nothing admitted after
 close. Every few writes a batch aborts inside the admitting transaction after taking its
 sequence number, so the gap-free claim is tested against aborts, not only successes;
 the negative control runs the same workload on a SEQUENCE-numbered store and must find
-gaps. Run with ``-rP`` to see the throughput lines.
+gaps. Run with ``-rP`` to see the throughput lines;
+the speed itself is ``bench/pg_writes.py``'s to measure.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ CAS_EVERY = 10
 CLOSE_TRIALS = sized(10, 100)
 CLOSE_WRITES = 150
 ABORT_EVERY = 50
-FLOOR = 500  # admitted writes per second, 8 processes on 2 cores
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,8 @@ def test_eight_processes_get_exactly_one_to_n(workers: Workers, pg_space: PgSpac
     assert problems == []
     assert admitted == head == WRITERS * WRITES
     assert aborted == WRITERS * (WRITES // ABORT_EVERY)
-    assert rate >= FLOOR, f"{rate:.0f} admitted writes/s is under the floor of {FLOOR}"
+    # No speed floor here: a timed assertion fails whenever the machine is busy.
+    # `bench/pg_writes.py` measures writes/s against raw psycopg in the same run.
 
 
 def test_close_race_admits_nothing_after_the_close(workers: Workers, pg_space: PgSpace) -> None:
