@@ -63,7 +63,10 @@ class _Statements:
 
     def __init__(self, store: SQLiteStore) -> None:
         self.seen: list[str] = []
-        store._conn.set_trace_callback(self.seen.append)
+        store._conn.set_trace_callback(self._saw)
+
+    def _saw(self, statement: str) -> None:
+        self.seen.append(statement)  # looked up each time: take() swaps the list
 
     def take(self) -> list[str]:
         seen, self.seen = self.seen, []
@@ -190,7 +193,6 @@ def test_an_append_after_its_read_ahead_looks_no_key_up_again(store: SQLiteStore
         "COMMIT",
     ]
     # Taken by that append: the next one looks its keys up (and finds them).
-    statements = _Statements(store)
     again = store.append(BOARD, batch)
     assert all(isinstance(o, Repeated) for o in again)
     assert sum(s.startswith("SELECT") for s in statements.take()) == 2
