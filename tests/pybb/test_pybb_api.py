@@ -211,8 +211,8 @@ def test_the_instruction_benchmark_counts_this_tree_against_a_base() -> None:
     ).stdout
     row = next(line for line in out.splitlines() if line.startswith("| memory |"))
     ours, base, ratio = (cell.strip() for cell in row.strip("|").split("|")[1:])
-    # The same tree twice, under one hash seed: the counts differ only by the paths'
-    # lengths (a hash seed per process once moved them by 10 %).
+    # The same tree twice, under one hash seed: the counts differ only by what the
+    # temporary folders' names move (a hash seed per process once moved them by 10 %).
     assert min(float(ours.rstrip("k")), float(base.rstrip("k"))) > 10, out
     assert 0.98 < float(ratio) < 1.02, out
     # Most of a memory-store entry is the interpreter's; the split adds up to the total.
