@@ -10,8 +10,12 @@ Each contender runs in a process of its own: pybb from this checkout and, with
 ``--base PATH`` (the ``src`` folder of another checkout, e.g. a ``git worktree`` of the
 commit before a lever), the same work from that tree, with the ratio of the two.
 
+Every run is under ``PYTHONHASHSEED=0``, so a tree counts the same each time and two
+trees differ only by their code.
+
 Usage: ``python bench/w1_instructions.py [--stores memory sqlite] [--sizes 1000 3000]
-[--base OTHER/src]``. Needs ``valgrind`` (Debian: ``apt-get install valgrind``).
+[--base OTHER/src] [--by-library]``. Needs ``valgrind`` (Debian: ``apt-get install
+valgrind``).
 """
 
 from __future__ import annotations
